@@ -1,0 +1,76 @@
+// PC to source line mapping with elfutils libdw, and binary/source scope.
+//
+// Not signal safe: used by the profiler thread (lookups, building the map)
+// and at start-up (registering objects). The hot path in signal context only
+// reads the plain address-range arrays this class hands out (see
+// ranges_of()), never the class itself.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace coz {
+
+// One source line. Interned: a Line* stays valid, and unique per
+// (file, line), for the life of the LineMap.
+struct Line {
+  std::string file;  // absolute when DWARF gives a compilation directory
+  uint32_t line;
+  std::string name() const { return file + ":" + std::to_string(line); }
+};
+
+// Half-open range of run-time addresses [start, end).
+struct AddrRange {
+  uintptr_t start;
+  uintptr_t end;
+};
+
+// Matches a name against upstream-style patterns: '%' matches any run of
+// characters (including none), everything else literally. "MAIN" in a
+// binary scope stands for the main executable.
+bool scope_match(const std::string& pattern, const std::string& text);
+
+class LineMap {
+ public:
+  LineMap(std::vector<std::string> binary_scope, std::vector<std::string> source_scope);
+  ~LineMap();
+  LineMap(const LineMap&) = delete;
+  LineMap& operator=(const LineMap&) = delete;
+
+  // Register a loaded object: its path (as dl_iterate_phdr gives it; "" for
+  // the main program is resolved via /proc/self/exe), load bias, and whether
+  // it is the main executable. Returns true when it is in binary scope.
+  // Cheap: it must not parse DWARF line tables (start-up cost).
+  bool add_object(const std::string& path, uintptr_t load_bias, bool is_main);
+
+  // Executable address ranges of all in-scope objects (run-time addresses).
+  std::vector<AddrRange> in_scope_text() const;
+
+  // PC (run-time address) to line; nullptr when the PC is outside in-scope
+  // objects, has no line information, or its file is outside the source
+  // scope. Builds each object's table on first use.
+  const Line* lookup(uintptr_t pc);
+
+  // All run-time address ranges whose line is `line` (a line can appear in
+  // many places: inlining, unrolling, templates). Sorted, merged.
+  std::vector<AddrRange> ranges_of(const Line* line);
+
+  // Lines matching "file:line" where file matches the end of the path at a
+  // '/' boundary ("app.c:12" matches "/src/app.c:12"). Empty when none.
+  std::vector<const Line*> find(const std::string& file_colon_line);
+
+  // Paths of in-scope objects that have no DWARF line information (after
+  // looking for separate debug files).
+  std::vector<std::string> objects_without_debug_info();
+
+  // Force the tables of every in-scope object to be built now.
+  void build_all();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace coz

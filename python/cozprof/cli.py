@@ -1,0 +1,66 @@
+"""Entry point of the `coz` command: dispatches to one module per subcommand.
+
+Each subcommand module exposes `add_arguments(parser)` and `run(args) -> int`.
+Argument parsing is pure (see `parse_args`); only `main` prints and exits.
+"""
+
+import argparse
+import sys
+
+from .errors import CozError
+
+SUBCOMMANDS = {
+    "run": ("launcher", "profile a program: coz run [options] --- command args"),
+    "report": ("report", "print a ranked table of lines from profiles"),
+    "plot": ("plot", "draw causal plots with matplotlib (or --html for one page)"),
+    "view": ("server", "serve the browser viewer on 127.0.0.1"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise CozError(message, hint=f"see '{self.prog} --help'")
+
+
+def build_parser():
+    import importlib
+
+    parser = _Parser(prog="coz", description="Causal profiler for native code on Linux.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        mod = importlib.import_module(f".{module}", __package__)
+        mod.add_arguments(p)
+        p.set_defaults(_module=mod)
+    return parser
+
+
+def parse_args(argv):
+    """Parse `argv` (without the program name). Raises CozError on bad input."""
+    if argv and argv[0] == "run":
+        # Everything after '---' belongs to the profiled command, untouched.
+        from . import launcher
+
+        return launcher.parse_run_args(build_parser(), argv)
+    return build_parser().parse_args(argv)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = parse_args(argv)
+        return args._module.run(args)
+    except CozError as e:
+        print(f"coz: error: {e}", file=sys.stderr)
+        if e.hint:
+            print(f"coz: {e.hint}", file=sys.stderr)
+        return e.status
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
