@@ -68,6 +68,13 @@ class LineMap {
   // Force the tables of every in-scope object to be built now.
   void build_all();
 
+  // Where to look for separate debug files, in libdwfl's syntax
+  // (":.debug:/usr/lib/debug" is the default: the object's folder, its
+  // .debug subfolder, and a debug root searched by build-id
+  // (<root>/.build-id/xx/yyyy.debug) and by .gnu_debuglink path). Call
+  // before the first query.
+  void set_debuginfo_path(const std::string& path);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

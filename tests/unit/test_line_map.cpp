@@ -1,0 +1,436 @@
+// Tests of the line map on fixture binaries (tests/unit/fixtures, built by
+// fixtures.cmake) and on this test binary itself. Expected lines are found
+// by their marker comments in the fixture sources, never hard-coded.
+#include "line_map.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+const std::string kSrc = LM_FIXTURE_SRC;
+const std::string kBin = LM_FIXTURE_BIN;
+const std::string kFixtureC = kSrc + "/fixture.c";
+const std::string kUtilH = kSrc + "/include/fixture_util.h";
+
+// 1-based number of the first line of `path` containing `marker`; 0 if none.
+uint32_t marker_line(const std::string& path, const std::string& marker) {
+  std::ifstream in(path);
+  std::string text;
+  for (uint32_t n = 1; std::getline(in, text); ++n) {
+    if (text.find(marker) != std::string::npos) return n;
+  }
+  return 0;
+}
+
+struct Symbol {
+  uintptr_t addr = 0;
+  uintptr_t size = 0;
+};
+
+// Reads a function symbol from the ELF symbol table (.symtab, else .dynsym).
+bool elf_symbol(const std::string& path, const std::string& name, Symbol* out) {
+  elf_version(EV_CURRENT);
+  int fd = open(path.c_str(), O_RDONLY);
+  if (fd < 0) return false;
+  Elf* elf = elf_begin(fd, ELF_C_READ, nullptr);
+  bool found = false;
+  for (GElf_Word want : {GElf_Word{SHT_SYMTAB}, GElf_Word{SHT_DYNSYM}}) {
+    Elf_Scn* scn = nullptr;
+    while (!found && elf && (scn = elf_nextscn(elf, scn))) {
+      GElf_Shdr sh;
+      if (!gelf_getshdr(scn, &sh) || sh.sh_type != want || sh.sh_entsize == 0) continue;
+      Elf_Data* data = elf_getdata(scn, nullptr);
+      for (size_t i = 0; data && i < sh.sh_size / sh.sh_entsize; ++i) {
+        GElf_Sym sym;
+        if (!gelf_getsym(data, static_cast<int>(i), &sym)) continue;
+        const char* s = elf_strptr(elf, sh.sh_link, sym.st_name);
+        if (s && name == s && GELF_ST_TYPE(sym.st_info) == STT_FUNC && sym.st_value) {
+          out->addr = sym.st_value;
+          out->size = sym.st_size;
+          found = true;
+          break;
+        }
+      }
+    }
+    if (found) break;
+  }
+  if (elf) elf_end(elf);
+  close(fd);
+  return found;
+}
+
+Symbol must_symbol(const std::string& path, const std::string& name) {
+  Symbol s;
+  EXPECT_TRUE(elf_symbol(path, name, &s)) << name << " in " << path;
+  return s;
+}
+
+bool has_section(const std::string& path, const std::string& name, bool* compressed = nullptr) {
+  elf_version(EV_CURRENT);
+  int fd = open(path.c_str(), O_RDONLY);
+  if (fd < 0) return false;
+  Elf* elf = elf_begin(fd, ELF_C_READ, nullptr);
+  size_t shstrndx = 0;
+  bool found = false;
+  if (elf && elf_getshdrstrndx(elf, &shstrndx) == 0) {
+    Elf_Scn* scn = nullptr;
+    while ((scn = elf_nextscn(elf, scn))) {
+      GElf_Shdr sh;
+      if (!gelf_getshdr(scn, &sh)) continue;
+      const char* s = elf_strptr(elf, shstrndx, sh.sh_name);
+      if (s && name == s) {
+        found = true;
+        if (compressed) *compressed = (sh.sh_flags & SHF_COMPRESSED) != 0;
+      }
+    }
+  }
+  if (elf) elf_end(elf);
+  close(fd);
+  return found;
+}
+
+// DWARF version of the first unit of a file (0 if none): checks that a
+// fixture really is what its name says.
+int dwarf_version_of(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY);
+  if (fd < 0) return 0;
+  Dwarf* dw = dwarf_begin(fd, DWARF_C_READ);
+  int version = 0;
+  if (dw) {
+    Dwarf_CU* next = nullptr;
+    Dwarf_Half v = 0;
+    uint8_t type = 0;
+    Dwarf_Die cudie, sub;
+    if (dwarf_get_units(dw, nullptr, &next, &v, &type, &cudie, &sub) == 0) version = v;
+    dwarf_end(dw);
+  }
+  close(fd);
+  return version;
+}
+
+std::string basename_of(const std::string& p) { return p.substr(p.rfind('/') + 1); }
+
+bool covers(const std::vector<coz::AddrRange>& rs, uintptr_t a) {
+  for (const auto& r : rs) {
+    if (a >= r.start && a < r.end) return true;
+  }
+  return false;
+}
+
+void expect_line(const coz::Line* line, const std::string& file, uint32_t lineno) {
+  ASSERT_NE(line, nullptr) << "expected " << file << ":" << lineno;
+  EXPECT_EQ(line->file, file);
+  EXPECT_EQ(line->line, lineno);
+}
+
+// ---------------------------------------------------------------- scope
+
+TEST(ScopeMatch, LiteralAndWildcards) {
+  EXPECT_TRUE(coz::scope_match("app.c", "app.c"));
+  EXPECT_FALSE(coz::scope_match("app.c", "app.cc"));
+  EXPECT_FALSE(coz::scope_match("app.c", "xapp.c"));
+  EXPECT_TRUE(coz::scope_match("%", ""));
+  EXPECT_TRUE(coz::scope_match("%", "/any/thing"));
+  EXPECT_FALSE(coz::scope_match("", "x"));
+  EXPECT_TRUE(coz::scope_match("", ""));
+  EXPECT_TRUE(coz::scope_match("%libfoo%", "/usr/lib/libfoo.so.1"));
+  EXPECT_FALSE(coz::scope_match("%libfoo%", "/usr/lib/libbar.so.1"));
+  EXPECT_TRUE(coz::scope_match("/src/%", "/src/a/b.c"));
+  EXPECT_FALSE(coz::scope_match("/src/%", "/other/src/a.c"));
+  EXPECT_TRUE(coz::scope_match("%.c", "/x/y.c"));
+  EXPECT_FALSE(coz::scope_match("%.c", "/x/y.cpp"));
+  // Backtracking: the first 'a' is not the one that lets the rest match.
+  EXPECT_TRUE(coz::scope_match("%a%b", "xaxxab"));
+  EXPECT_TRUE(coz::scope_match("a%b%c", "aXbYbZc"));
+  EXPECT_FALSE(coz::scope_match("a%b%c", "aXcYb"));
+  EXPECT_TRUE(coz::scope_match("%%", "abc"));
+  // Only '%' is special.
+  EXPECT_FALSE(coz::scope_match("a*c", "abc"));
+  EXPECT_TRUE(coz::scope_match("a*c", "a*c"));
+}
+
+TEST(LineMapScope, DefaultBinaryScopeIsMainOnly) {
+  const std::string exe = kBin + "/lm_dwarf5";
+  coz::LineMap m({}, {});
+  EXPECT_FALSE(m.add_object(exe, 0, false));
+  EXPECT_TRUE(m.in_scope_text().empty());
+  EXPECT_TRUE(m.add_object(exe, 0, true));
+  EXPECT_FALSE(m.in_scope_text().empty());
+}
+
+TEST(LineMapScope, PathPatternsMatchFullPath) {
+  coz::LineMap m({"%/lm_dwarf4"}, {"%"});
+  EXPECT_FALSE(m.add_object(kBin + "/lm_dwarf5", 0, true));  // MAIN not in scope
+  EXPECT_TRUE(m.add_object(kBin + "/lm_dwarf4", 0, false));
+  Symbol alpha5 = must_symbol(kBin + "/lm_dwarf5", "fixture_alpha");
+  Symbol alpha4 = must_symbol(kBin + "/lm_dwarf4", "fixture_alpha");
+  // Both fixtures are PIE at bias 0; only the in-scope one is known.
+  EXPECT_EQ(alpha4.addr, alpha5.addr);
+  const coz::Line* l = m.lookup(alpha4.addr);
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->line, marker_line(kFixtureC, "MARK_ALPHA"));
+}
+
+TEST(LineMapScope, UnreadableObjectIsNotInScope) {
+  coz::LineMap m({"%"}, {"%"});
+  EXPECT_FALSE(m.add_object("linux-vdso.so.1", 0x7fff0000, false));
+  EXPECT_FALSE(m.add_object(kBin + "/does-not-exist", 0, true));
+  EXPECT_TRUE(m.in_scope_text().empty());
+  EXPECT_TRUE(m.objects_without_debug_info().empty());
+}
+
+TEST(LineMapScope, SourceScopeFiltersLines) {
+  const std::string exe = kBin + "/lm_dwarf5";
+  coz::LineMap m({"MAIN"}, {"%/include/%"});
+  ASSERT_TRUE(m.add_object(exe, 0, true));
+  EXPECT_EQ(m.lookup(must_symbol(exe, "fixture_alpha").addr), nullptr);
+  EXPECT_EQ(m.lookup(must_symbol(exe, "fixture_beta").addr), nullptr);
+  expect_line(m.lookup(must_symbol(exe, "fixture_gamma").addr), kUtilH,
+              marker_line(kUtilH, "MARK_GAMMA"));
+  EXPECT_TRUE(m.find("fixture.c:" + std::to_string(marker_line(kFixtureC, "MARK_ALPHA"))).empty());
+  EXPECT_EQ(m.find("fixture_util.h:" + std::to_string(marker_line(kUtilH, "MARK_GAMMA"))).size(), 1u);
+  // Out of source scope is not "no debug information".
+  EXPECT_TRUE(m.objects_without_debug_info().empty());
+}
+
+// ------------------------------------------------- fixtures, one per layout
+
+struct Layout {
+  const char* exe;        // file given to add_object
+  const char* symbols;    // file whose symbol table gives the addresses
+  int dwarf_version;      // of the file holding the DWARF
+  const char* dwarf_file;
+};
+
+void PrintTo(const Layout& l, std::ostream* os) { *os << l.exe; }
+
+class LineMapLayout : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(LineMapLayout, FunctionEntriesMapToMarkedLines) {
+  const Layout& p = GetParam();
+  const std::string exe = kBin + "/" + p.exe;
+  const std::string syms = kBin + "/" + p.symbols;
+  ASSERT_EQ(dwarf_version_of(kBin + "/" + p.dwarf_file), p.dwarf_version) << "fixture is not what it claims";
+
+  coz::LineMap m({"MAIN"}, {"%"});
+  ASSERT_TRUE(m.add_object(exe, 0, true));
+  EXPECT_TRUE(m.objects_without_debug_info().empty());
+
+  Symbol alpha = must_symbol(syms, "fixture_alpha");
+  Symbol beta = must_symbol(syms, "fixture_beta");
+  Symbol gamma = must_symbol(syms, "fixture_gamma");
+  Symbol use_mix = must_symbol(syms, "fixture_use_mix");
+  expect_line(m.lookup(alpha.addr), kFixtureC, marker_line(kFixtureC, "MARK_ALPHA"));
+  expect_line(m.lookup(beta.addr), kFixtureC, marker_line(kFixtureC, "MARK_BETA"));
+  // Relative DWARF name under a relative -I folder: absolute, normalized.
+  expect_line(m.lookup(gamma.addr), kUtilH, marker_line(kUtilH, "MARK_GAMMA"));
+  expect_line(m.lookup(use_mix.addr), kFixtureC, marker_line(kFixtureC, "MARK_USE_MIX"));
+
+  // Reverse index: the range of the looked-up line covers the address.
+  const coz::Line* la = m.lookup(alpha.addr);
+  ASSERT_NE(la, nullptr);
+  std::vector<coz::AddrRange> r = m.ranges_of(la);
+  EXPECT_TRUE(covers(r, alpha.addr));
+  for (size_t i = 0; i < r.size(); ++i) {
+    EXPECT_LT(r[i].start, r[i].end);
+    if (i) EXPECT_LT(r[i - 1].end, r[i].start) << "ranges must be sorted and merged";
+  }
+
+  // The always-inlined body is reported as its own (innermost) line, and
+  // only inside its caller (there is no out-of-line copy).
+  EXPECT_FALSE(elf_symbol(syms, "fixture_mix", &alpha));
+  auto body = m.find("fixture.c:" + std::to_string(marker_line(kFixtureC, "MARK_INLINE_BODY")));
+  ASSERT_EQ(body.size(), 1u);
+  std::vector<coz::AddrRange> br = m.ranges_of(body[0]);
+  ASSERT_FALSE(br.empty());
+  for (const auto& x : br) {
+    EXPECT_GE(x.start, use_mix.addr);
+    EXPECT_LE(x.end, use_mix.addr + use_mix.size);
+    EXPECT_EQ(m.lookup(x.start), body[0]);
+    EXPECT_EQ(m.lookup(x.end - 1), body[0]);
+  }
+
+  // Outside the object's text: nothing.
+  EXPECT_EQ(m.lookup(0), nullptr);
+  EXPECT_EQ(m.lookup(UINTPTR_MAX - 16), nullptr);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, LineMapLayout,
+    ::testing::Values(Layout{"lm_dwarf2", "lm_dwarf2", 2, "lm_dwarf2"},
+                      Layout{"lm_dwarf4", "lm_dwarf4", 4, "lm_dwarf4"},
+                      Layout{"lm_dwarf5", "lm_dwarf5", 5, "lm_dwarf5"},
+                      Layout{"lm_gz", "lm_gz", 5, "lm_gz"},
+                      Layout{"lm_nopie", "lm_nopie", 5, "lm_nopie"},
+                      Layout{"lm_debuglink", "lm_debuglink.debug", 5, "lm_debuglink.debug"}),
+    [](const ::testing::TestParamInfo<Layout>& i) { return std::string(i.param.exe).substr(3); });
+
+TEST(LineMapFixtures, FixturesHaveTheClaimedLayout) {
+  bool compressed = false;
+  ASSERT_TRUE(has_section(kBin + "/lm_gz", ".debug_info", &compressed));
+  EXPECT_TRUE(compressed);
+  EXPECT_FALSE(has_section(kBin + "/lm_debuglink", ".debug_info"));
+  EXPECT_TRUE(has_section(kBin + "/lm_debuglink", ".gnu_debuglink"));
+  EXPECT_FALSE(has_section(kBin + "/lm_buildid", ".debug_info"));
+  EXPECT_FALSE(has_section(kBin + "/lm_buildid", ".gnu_debuglink"));
+  EXPECT_FALSE(has_section(kBin + "/lm_nodebug", ".debug_line"));
+  // Non-PIE: linked at its own address, not at 0.
+  EXPECT_GE(must_symbol(kBin + "/lm_nopie", "fixture_alpha").addr, 0x400000u);
+}
+
+TEST(LineMapFixtures, LoadBiasIsApplied) {
+  const std::string exe = kBin + "/lm_dwarf5";
+  const uintptr_t bias = 0x7f1234560000;
+  coz::LineMap m({"MAIN"}, {"%"});
+  ASSERT_TRUE(m.add_object(exe, bias, true));
+  Symbol alpha = must_symbol(exe, "fixture_alpha");
+  EXPECT_TRUE(covers(m.in_scope_text(), alpha.addr + bias));
+  EXPECT_FALSE(covers(m.in_scope_text(), alpha.addr));
+  EXPECT_EQ(m.lookup(alpha.addr), nullptr);
+  const coz::Line* l = m.lookup(alpha.addr + bias);
+  expect_line(l, kFixtureC, marker_line(kFixtureC, "MARK_ALPHA"));
+  EXPECT_TRUE(covers(m.ranges_of(l), alpha.addr + bias));
+}
+
+TEST(LineMapFixtures, OptimizedEntryIsInnermostInlinedLine) {
+  // At -O2 the first instruction of fixture_use_mix already belongs to the
+  // inlined fixture_mix: the line table's (innermost) line is reported.
+  const std::string exe = kBin + "/lm_o2";
+  coz::LineMap m({"MAIN"}, {"%"});
+  ASSERT_TRUE(m.add_object(exe, 0, true));
+  Symbol use_mix = must_symbol(exe, "fixture_use_mix");
+  const uint32_t body = marker_line(kFixtureC, "MARK_INLINE_BODY");
+  expect_line(m.lookup(use_mix.addr), kFixtureC, body);
+  auto lines = m.find("fixture.c:" + std::to_string(body));
+  ASSERT_EQ(lines.size(), 1u);
+  for (const auto& x : m.ranges_of(lines[0])) {
+    EXPECT_GE(x.start, use_mix.addr);
+    EXPECT_LE(x.end, use_mix.addr + use_mix.size);
+  }
+}
+
+TEST(LineMapFixtures, FindMatchesPathSuffixAtSlash) {
+  const std::string exe = kBin + "/lm_dwarf5";
+  coz::LineMap m({"MAIN"}, {"%"});
+  ASSERT_TRUE(m.add_object(exe, 0, true));
+  const std::string n = std::to_string(marker_line(kFixtureC, "MARK_ALPHA"));
+  auto a = m.find("fixture.c:" + n);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0]->file, kFixtureC);
+  EXPECT_EQ(a[0]->name(), kFixtureC + ":" + n);
+  EXPECT_EQ(m.find(kFixtureC + ":" + n), a);           // absolute
+  EXPECT_EQ(m.find("./fixture.c:" + n), a);            // leading ./
+  EXPECT_EQ(m.find("fixtures/fixture.c:" + n), a);     // longer suffix
+  EXPECT_TRUE(m.find("ixture.c:" + n).empty());        // not at a '/'
+  EXPECT_TRUE(m.find("/fixture.c:" + n).empty());      // absolute, other file
+  EXPECT_TRUE(m.find("other/fixture.c:" + n).empty());
+  EXPECT_TRUE(m.find("fixture.c:999999").empty());
+  EXPECT_TRUE(m.find("fixture.c").empty());
+  EXPECT_TRUE(m.find("fixture.c:12x").empty());
+  EXPECT_TRUE(m.find(":12").empty());
+  // The found line is the same interned Line lookup returns.
+  EXPECT_EQ(m.lookup(must_symbol(exe, "fixture_alpha").addr), a[0]);
+  EXPECT_TRUE(covers(m.ranges_of(a[0]), must_symbol(exe, "fixture_alpha").addr));
+}
+
+TEST(LineMapFixtures, ReportsObjectsWithoutDebugInfo) {
+  coz::LineMap m({"%/lm_nodebug", "%/lm_dwarf4"}, {"%"});
+  ASSERT_TRUE(m.add_object(kBin + "/lm_nodebug", 0, false));
+  ASSERT_TRUE(m.add_object(kBin + "/lm_dwarf4", 0x100000000, false));
+  EXPECT_EQ(m.objects_without_debug_info(), std::vector<std::string>{kBin + "/lm_nodebug"});
+  EXPECT_EQ(m.lookup(must_symbol(kBin + "/lm_nodebug", "fixture_alpha").addr), nullptr);
+  EXPECT_NE(m.lookup(must_symbol(kBin + "/lm_dwarf4", "fixture_alpha").addr + 0x100000000), nullptr);
+}
+
+TEST(LineMapFixtures, SeparateDebugFileByBuildId) {
+  const std::string exe = kBin + "/lm_buildid";
+  Symbol alpha = must_symbol(exe, "fixture_alpha");  // --strip-debug keeps .symtab
+  {
+    // Not under the default debug roots: no line information.
+    coz::LineMap m({"MAIN"}, {"%"});
+    ASSERT_TRUE(m.add_object(exe, 0, true));
+    EXPECT_EQ(m.objects_without_debug_info(), std::vector<std::string>{exe});
+    EXPECT_EQ(m.lookup(alpha.addr), nullptr);
+  }
+  coz::LineMap m({"MAIN"}, {"%"});
+  m.set_debuginfo_path(":.debug:" + kBin + "/buildid_root");
+  ASSERT_TRUE(m.add_object(exe, 0, true));
+  EXPECT_TRUE(m.objects_without_debug_info().empty());
+  expect_line(m.lookup(alpha.addr), kFixtureC, marker_line(kFixtureC, "MARK_ALPHA"));
+}
+
+TEST(LineMapFixtures, DwzAlternateDebugFile) {
+#ifndef LM_HAVE_DWZ
+  GTEST_SKIP() << "dwz was not found when the build was configured";
+#else
+  const std::string exe = kBin + "/lm_dwz_a";
+  ASSERT_TRUE(has_section(exe, ".gnu_debugaltlink"));
+  coz::LineMap m({"MAIN"}, {"%"});
+  ASSERT_TRUE(m.add_object(exe, 0, true));
+  EXPECT_TRUE(m.objects_without_debug_info().empty());
+  expect_line(m.lookup(must_symbol(exe, "fixture_alpha").addr), kFixtureC,
+              marker_line(kFixtureC, "MARK_ALPHA"));
+  expect_line(m.lookup(must_symbol(exe, "fixture_gamma").addr), kUtilH,
+              marker_line(kUtilH, "MARK_GAMMA"));
+#endif
+}
+
+TEST(LineMapFixtures, ObjectsAddedFromAnotherThread) {
+  // A library registered later (dlopen hook, another thread) while the
+  // profiler thread is looking up.
+  coz::LineMap m({"MAIN", "%/lm_dwarf4"}, {"%"});
+  ASSERT_TRUE(m.add_object(kBin + "/lm_dwarf5", 0, true));
+  const uintptr_t bias4 = 0x200000000;
+  Symbol alpha = must_symbol(kBin + "/lm_dwarf5", "fixture_alpha");
+  std::thread t([&] { EXPECT_TRUE(m.add_object(kBin + "/lm_dwarf4", bias4, false)); });
+  for (int i = 0; i < 100; ++i) ASSERT_NE(m.lookup(alpha.addr), nullptr);
+  t.join();
+  const coz::Line* a = m.lookup(alpha.addr);
+  const coz::Line* b = m.lookup(alpha.addr + bias4);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(a, b);  // same file:line in both objects: one interned Line
+  auto r = m.ranges_of(a);
+  EXPECT_TRUE(covers(r, alpha.addr));
+  EXPECT_TRUE(covers(r, alpha.addr + bias4));
+}
+
+// ---------------------------------------------------- this very process
+
+__attribute__((noinline)) int line_map_in_process_marker(int x) { return x * 31337 + 11; }  // MARK_IN_PROCESS
+
+int main_object_bias(struct dl_phdr_info* info, size_t, void* out) {
+  *static_cast<uintptr_t*>(out) = info->dlpi_addr;
+  return 1;  // the first object is the main program
+}
+
+TEST(LineMapInProcess, LooksUpAFunctionOfThisFile) {
+  uintptr_t bias = 0;
+  dl_iterate_phdr(main_object_bias, &bias);
+  coz::LineMap m({"MAIN"}, {"%"});
+  ASSERT_TRUE(m.add_object("", bias, true));  // "" : /proc/self/exe
+  EXPECT_TRUE(m.objects_without_debug_info().empty());
+  const uintptr_t pc = reinterpret_cast<uintptr_t>(&line_map_in_process_marker);
+  EXPECT_TRUE(covers(m.in_scope_text(), pc));
+  const coz::Line* l = m.lookup(pc);
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(basename_of(l->file), "test_line_map.cpp");
+  EXPECT_EQ(l->file[0], '/');
+  EXPECT_EQ(l->line, marker_line(__FILE__, "MARK_IN_" "PROCESS"));
+  EXPECT_TRUE(covers(m.ranges_of(l), pc));
+  EXPECT_EQ(line_map_in_process_marker(1), 31348);  // keep it alive
+}
+
+}  // namespace
