@@ -22,6 +22,21 @@ class _Parser(argparse.ArgumentParser):
         raise CozError(message, hint=f"see '{self.prog} --help'")
 
 
+class _Unavailable:
+    """Stands in for a subcommand module that cannot be imported."""
+
+    def __init__(self, name, error):
+        self.name = name
+        self.error = error
+
+    def add_arguments(self, parser):
+        parser.add_argument("rest", nargs="*", help="(unavailable)")
+
+    def run(self, args):
+        raise CozError(f"'coz {self.name}' is not available: {self.error}",
+                       hint="reinstall cozprof, or run from a complete source tree")
+
+
 def build_parser():
     import importlib
 
@@ -30,7 +45,11 @@ def build_parser():
     sub.required = True
     for name, (module, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        mod = importlib.import_module(f".{module}", __package__)
+        try:
+            mod = importlib.import_module(f".{module}", __package__)
+        except ImportError as e:
+            # One broken or missing part must not take the other subcommands down.
+            mod = _Unavailable(name, e)
         mod.add_arguments(p)
         p.set_defaults(_module=mod)
     return parser

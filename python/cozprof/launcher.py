@@ -1,0 +1,302 @@
+"""`coz run [options] --- command args`: run a program with libcoz.so preloaded.
+
+The launcher talks to the runtime only through the COZ_* environment variables
+built by `build_env` (a fixed contract with libcoz/config). Parsing and checks are
+pure functions; only `run` starts a process.
+"""
+
+import os
+import re
+import resource
+import signal
+import stat
+import struct
+import subprocess
+import sys
+
+from .errors import CozError
+
+SEPARATOR = "---"
+DEFAULT_OUTPUT = "profile.coz"
+DEFAULT_SAMPLE_PERIOD_NS = 1_000_000          # 1 ms of CPU time between samples
+DEFAULT_EXPERIMENT_LENGTH_NS = 500_000_000    # 0.5 s
+_UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+_LINE_RE = re.compile(r"^.+:[1-9][0-9]*$")
+
+
+def add_arguments(p):
+    p.add_argument("-b", "--binary-scope", action="append", metavar="PATTERN",
+                   help="profile code in binaries matching PATTERN (%% is a wildcard; "
+                        "MAIN is the main executable; repeatable; default MAIN)")
+    p.add_argument("-s", "--source-scope", action="append", metavar="PATTERN",
+                   help="profile source files matching PATTERN (%% wildcard; repeatable; "
+                        "default %%)")
+    p.add_argument("-p", "--progress", action="append", metavar="FILE:LINE",
+                   help="count visits to FILE:LINE as a progress point (repeatable)")
+    p.add_argument("-o", "--output", default=DEFAULT_OUTPUT, metavar="FILE",
+                   help="profile to append to (default profile.coz; %%p becomes the pid)")
+    p.add_argument("--fixed-line", metavar="FILE:LINE",
+                   help="only ever speed up FILE:LINE")
+    p.add_argument("--fixed-speedup", metavar="N",
+                   help="only ever use a speedup of N percent (0-100)")
+    p.add_argument("--end-to-end", action="store_true",
+                   help="one experiment per run, measured from start to exit")
+    p.add_argument("--sample-period", default="1ms", metavar="TIME",
+                   help="CPU time between samples (ns/us/ms/s suffix; bare number = ms; "
+                        "default 1ms)")
+    p.add_argument("--experiment-length", default="0.5s", metavar="TIME",
+                   help="initial experiment length (ns/us/ms/s suffix; bare number = s; "
+                        "default 0.5s)")
+    p.add_argument("--format", choices=("json", "legacy"), default="json",
+                   help="profile format: json (default) or upstream's legacy .coz")
+    p.add_argument("--follow-children", action="store_true",
+                   help="also profile child processes the program starts")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="print what the launcher and the runtime do")
+
+
+def parse_run_args(parser, argv):
+    """Parse `['run', options..., '---', command...]`; raise CozError on bad input.
+
+    Returns the argparse namespace with `command` (list) and validated values:
+    `sample_period_ns`, `experiment_length_ns`, `fixed_speedup_pct` (int or None).
+    """
+    assert argv and argv[0] == "run"
+    rest = argv[1:]
+    if SEPARATOR in rest:
+        cut = rest.index(SEPARATOR)
+        options, command = rest[:cut], rest[cut + 1:]
+    else:
+        options, command = rest, None
+        if not any(a in ("-h", "--help") for a in options):
+            given = " ".join(options)
+            if "--" in options:
+                hint = "the separator is three dashes: coz run [options] --- " + \
+                       " ".join(options[options.index("--") + 1:])
+            else:
+                hint = f"write: coz run {given + ' ' if given else ''}--- command args"
+            raise CozError("missing '---' before the command to profile", hint=hint)
+    args = parser.parse_args(["run"] + options)
+    if not command:
+        raise CozError("missing command after '---'",
+                       hint="write: coz run [options] --- ./program args")
+    args.command = command
+    validate(args)
+    return args
+
+
+def parse_time(text, default_unit, what):
+    """'10ms' -> 10_000_000; a bare number is in `default_unit`. Positive only."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(ns|us|ms|s)?\s*", text)
+    if not m:
+        raise CozError(f"bad {what} {text!r}",
+                       hint="give a number with an optional unit: ns, us, ms or s (e.g. 2ms)")
+    ns = float(m.group(1)) * _UNITS_NS[m.group(2) or default_unit]
+    if not ns >= 1:
+        raise CozError(f"{what} {text!r} is too short", hint="it must be at least 1ns")
+    if ns > 3600 * 1e9:
+        raise CozError(f"{what} {text!r} is too long", hint="it must be at most an hour")
+    return int(round(ns))
+
+
+def validate(args):
+    """Check option values and add the derived fields; raises CozError."""
+    args.binary_scope = args.binary_scope or ["MAIN"]
+    args.source_scope = args.source_scope or ["%"]
+    args.progress = args.progress or []
+    for what, patterns in (("--binary-scope", args.binary_scope),
+                           ("--source-scope", args.source_scope)):
+        for pat in patterns:
+            if not pat or "\t" in pat:
+                raise CozError(f"bad {what} pattern {pat!r}",
+                               hint="patterns are non-empty and contain no tab")
+    for spec in args.progress:
+        if not _LINE_RE.match(spec) or "\t" in spec:
+            raise CozError(f"bad --progress {spec!r}",
+                           hint="name a source line as FILE:LINE, e.g. --progress app.c:42")
+    if args.fixed_line is not None and not _LINE_RE.match(args.fixed_line):
+        raise CozError(f"bad --fixed-line {args.fixed_line!r}",
+                       hint="name a source line as FILE:LINE, e.g. --fixed-line app.c:42")
+    args.fixed_speedup_pct = None
+    if args.fixed_speedup is not None:
+        text = args.fixed_speedup.strip().rstrip("%")
+        if not text.isdigit() or not 0 <= int(text) <= 100:
+            raise CozError(f"bad --fixed-speedup {args.fixed_speedup!r}",
+                           hint="give a whole percentage from 0 to 100")
+        args.fixed_speedup_pct = int(text)
+    if not args.output:
+        raise CozError("empty --output", hint="name the profile file, e.g. -o profile.coz")
+    args.sample_period_ns = parse_time(args.sample_period, "ms", "--sample-period")
+    args.experiment_length_ns = parse_time(args.experiment_length, "s", "--experiment-length")
+    return args
+
+
+def build_env(args, library, base_env=None, launcher_pid=None):
+    """The environment the profiled program gets: `base_env` plus the COZ_* contract."""
+    env = dict(os.environ if base_env is None else base_env)
+    for key in [k for k in env if k.startswith("COZ_") and k != "COZ_LIBRARY"]:
+        del env[key]  # stale settings from an outer environment must not leak in
+    preload = env.get("LD_PRELOAD", "")
+    env["LD_PRELOAD"] = library + (":" + preload if preload else "")
+    env["COZ_OUTPUT"] = os.path.abspath(args.output)
+    env["COZ_FORMAT"] = args.format
+    env["COZ_BINARY_SCOPE"] = "\t".join(args.binary_scope)
+    env["COZ_SOURCE_SCOPE"] = "\t".join(args.source_scope)
+    env["COZ_PROGRESS_POINTS"] = "\t".join(args.progress)
+    if args.fixed_line is not None:
+        env["COZ_FIXED_LINE"] = args.fixed_line
+    if args.fixed_speedup_pct is not None:
+        env["COZ_FIXED_SPEEDUP"] = str(args.fixed_speedup_pct)
+    if args.end_to_end:
+        env["COZ_END_TO_END"] = "1"
+    env["COZ_SAMPLE_PERIOD"] = str(args.sample_period_ns)
+    env["COZ_EXPERIMENT_LENGTH"] = str(args.experiment_length_ns)
+    env["COZ_VERBOSE"] = "1" if args.verbose else "0"
+    env["COZ_FOLLOW_CHILDREN"] = "1" if args.follow_children else "0"
+    env["COZ_LAUNCHER_PID"] = str(os.getpid() if launcher_pid is None else launcher_pid)
+    return env
+
+
+def find_library(env=None):
+    """Absolute path of libcoz.so: $COZ_LIBRARY, the build tree, or package data."""
+    env = os.environ if env is None else env
+    given = env.get("COZ_LIBRARY")
+    if given:
+        if not os.path.isfile(given):
+            raise CozError(f"COZ_LIBRARY names {given!r}, which is not a file",
+                           hint="point COZ_LIBRARY at a built libcoz.so, or unset it")
+        return os.path.abspath(given)
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = [os.path.join(here, "..", "..", "build", "libcoz", "libcoz.so"),
+                  os.path.join(here, "lib", "libcoz.so")]
+    for c in candidates:
+        if os.path.isfile(c):
+            return os.path.realpath(c)
+    raise CozError("cannot find libcoz.so",
+                   hint="build it with 'cmake -S . -B build && cmake --build build' in the "
+                        "source tree, or set COZ_LIBRARY=/path/to/libcoz.so")
+
+
+def resolve_program(name, env=None):
+    """Find the program like execvp does (PATH search unless the name has a '/')."""
+    env = os.environ if env is None else env
+    if "/" in name:
+        candidates = [name]
+    else:
+        path = env.get("PATH")
+        if path is None:
+            path = "/bin:/usr/bin"
+        candidates = [os.path.join(d or ".", name) for d in path.split(":")]
+    found_not_exec = None
+    for c in candidates:
+        if os.path.isfile(c):
+            if os.access(c, os.X_OK):
+                return c
+            found_not_exec = found_not_exec or c
+    if found_not_exec:
+        raise CozError(f"{found_not_exec} is not executable",
+                       hint=f"make it executable: chmod +x {found_not_exec}")
+    if "/" in name:
+        if os.path.isdir(name):
+            raise CozError(f"{name} is a directory, not a program")
+        raise CozError(f"no such program: {name}", hint="check the path after '---'")
+    raise CozError(f"program not found: {name}",
+                   hint="it is not in PATH; give its path, e.g. ./" + name)
+
+
+def check_preloadable(path):
+    """Raise CozError when LD_PRELOAD cannot reach the program at `path`."""
+    st = os.stat(path)
+    if st.st_mode & (stat.S_ISUID | stat.S_ISGID):
+        raise CozError(f"{path} is setuid or setgid: preloading cannot work with it",
+                       hint="the dynamic loader ignores LD_PRELOAD for such programs; "
+                            "profile a copy without the setuid/setgid bit")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head[:2] == b"#!":
+                return  # a script: its interpreter is what gets preloaded
+            if head[:4] != b"\x7fELF":
+                return  # let the kernel decide (binfmt_misc and the like)
+            if _elf_has_interp(f, head):
+                return
+    except OSError as e:
+        raise CozError(f"cannot read {path}: {e.strerror}") from None
+    raise CozError(f"{path} is statically linked: preloading cannot work",
+                   hint="libcoz.so needs the dynamic loader; link the program dynamically "
+                        "(drop -static)")
+
+
+def _elf_has_interp(f, head):
+    """True when the ELF file has a PT_INTERP program header (it uses ld.so)."""
+    if len(head) < 52:
+        return True  # too short to judge: let the kernel complain
+    bits, endian = head[4], head[5]
+    e = "<" if endian == 1 else ">"
+    if bits == 2:
+        phoff, = struct.unpack_from(e + "Q", head, 32)
+        phentsize, phnum = struct.unpack_from(e + "HH", head, 54)
+    else:
+        phoff, = struct.unpack_from(e + "I", head, 28)
+        phentsize, phnum = struct.unpack_from(e + "HH", head, 42)
+    if phnum == 0 or phentsize < 4:
+        return False
+    f.seek(phoff)
+    table = f.read(phentsize * phnum)
+    for i in range(min(phnum, len(table) // phentsize)):
+        p_type, = struct.unpack_from(e + "I", table, i * phentsize)
+        if p_type == 3:  # PT_INTERP
+            return True
+    return False
+
+
+def run(args):
+    library = find_library()
+    program = resolve_program(args.command[0])
+    check_preloadable(program)
+    env = build_env(args, library)
+    if args.verbose:
+        for key in sorted(k for k in env if k.startswith("COZ_") or k == "LD_PRELOAD"):
+            print(f"coz: {key}={env[key]!r}", file=sys.stderr)
+        print(f"coz: running {program}", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        child = subprocess.Popen(args.command, executable=program, env=env)
+    except OSError as e:
+        raise CozError(f"cannot run {program}: {e.strerror}") from None
+    return wait_and_pass_status(child)
+
+
+def wait_and_pass_status(child):
+    """Wait for `child`, forwarding SIGTERM/SIGHUP; exit as it did.
+
+    SIGINT and SIGQUIT come from the terminal to the whole process group, so the child
+    already has them: the launcher ignores them and waits for the child's verdict.
+    """
+    def forward(signum, _frame):
+        try:
+            child.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGHUP, forward)
+    status = child.wait()
+    if status >= 0:
+        return status
+    sig = -status
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Die by the same signal so the shell sees the same status; the child already
+    # dumped core if it was going to, so the launcher must not add one of its own.
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+    except (ValueError, OSError):
+        pass
+    signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+    os.kill(os.getpid(), sig)
+    return 128 + sig  # a signal whose default action is not to terminate

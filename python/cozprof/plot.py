@@ -1,0 +1,116 @@
+"""`coz plot`: causal plots with matplotlib, one panel per top line (or one HTML page)."""
+
+import math
+import os
+import sys
+
+from . import report
+from .errors import CozError
+
+DEFAULT_LINES = 9
+FORMATS = (".png", ".svg", ".pdf")
+
+
+def add_arguments(p):
+    report.add_common_analysis_options(p)
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="image to write: .png, .svg or .pdf")
+    p.add_argument("--line", action="append", metavar="FILE:LINE",
+                   help="plot this line (repeatable; matches the end of the path)")
+    p.add_argument("--html", metavar="FILE",
+                   help="write one self-contained HTML page with every causal plot")
+
+
+def select_lines(result, wanted=None, limit=None):
+    """The LINE entries to draw: those named by `wanted` (file:line suffixes), top first."""
+    lines = result["lines"]
+    if wanted:
+        chosen = []
+        for w in wanted:
+            match = [ln for ln in lines
+                     if ln["line"] == w or ln["line"].endswith("/" + w)]
+            if not match:
+                known = [o for o in result["omitted"]
+                         if o["line"] == w or o["line"].endswith("/" + w)]
+                why = f" (left out: {known[0]['detail']})" if known else ""
+                raise CozError(f"no causal curve for line {w}{why}",
+                               hint="'coz report' lists the lines that have one")
+            chosen.extend(m for m in match if m not in chosen)
+        lines = chosen
+    return lines[:limit if limit is not None else DEFAULT_LINES]
+
+
+def make_figure(lines):
+    """A matplotlib Figure with one causal-plot panel per entry of `lines`."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+    import numpy as np
+
+    n = len(lines)
+    cols = min(3, n)
+    rows = math.ceil(n / cols)
+    fig = Figure(figsize=(4.2 * cols, 3.4 * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False)
+    for k in range(rows * cols):
+        ax = axes[k // cols][k % cols]
+        if k >= n:
+            ax.remove()
+            continue
+        ln = lines[k]
+        xs = np.array([p["speedup"] for p in ln["points"]]) * 100
+        ys = np.array([p["program_speedup"] for p in ln["points"]]) * 100
+        lo = np.array([p["ci"][0] for p in ln["points"]]) * 100
+        hi = np.array([p["ci"][1] for p in ln["points"]]) * 100
+        yerr = np.vstack([np.maximum(ys - lo, 0), np.maximum(hi - ys, 0)])
+        ax.errorbar(xs, ys, yerr=yerr, fmt="o", ms=4, capsize=2, color="tab:blue",
+                    label="measured")
+        grid = np.linspace(0, 100, 101)
+        fit = (ln["intercept"] + ln["slope"] * grid / 100) * 100
+        band_lo = (ln["intercept"] + np.minimum(ln["slope_ci"][0], ln["slope_ci"][1])
+                   * grid / 100) * 100
+        band_hi = (ln["intercept"] + np.maximum(ln["slope_ci"][0], ln["slope_ci"][1])
+                   * grid / 100) * 100
+        ax.fill_between(grid, band_lo, band_hi, color="tab:orange", alpha=0.2,
+                        label="95% slope interval")
+        ax.plot(grid, fit, color="tab:orange", lw=1.5, label="fit")
+        ax.axhline(0, color="0.6", lw=0.8)
+        title = f"{os.path.basename(ln['file'])}:{ln['lineno']}"
+        if ln["contention"]:
+            title += " (contention)"
+        ax.set_title(title, fontsize=10)
+        ax.set_xlim(0, 100)
+        ax.set_xlabel("line speedup (%)")
+        ax.set_ylabel(f"program speedup (%)\n{_short(ln['progress_point'])}", fontsize=8)
+        ax.tick_params(labelsize=8)
+    return fig
+
+
+def _short(name, width=40):
+    return name if len(name) <= width else "..." + name[-(width - 3):]
+
+
+def run(args):
+    if not args.output and not args.html:
+        raise CozError("nothing to write", hint="give -o FILE.png|svg|pdf, or --html FILE.html")
+    if args.output and os.path.splitext(args.output)[1].lower() not in FORMATS:
+        raise CozError(f"cannot tell the image format of {args.output!r}",
+                       hint="end the file name in .png, .svg or .pdf")
+    result = report.analyze_args(args)
+    if args.html:
+        from . import html_export  # written by the viewer side; imported only when used
+        html_export.write(result, args.html)
+        print(f"coz: wrote {args.html}", file=sys.stderr)
+    if args.output:
+        lines = select_lines(result, args.line, args.lines)
+        if not lines:
+            raise CozError("no line has a causal curve to plot",
+                           hint=result["diagnosis"] or "see 'coz report'")
+        fig = make_figure(lines)
+        try:
+            fig.savefig(args.output, dpi=110)
+        except OSError as e:
+            raise CozError(f"cannot write {args.output}: {e.strerror}") from None
+        print(f"coz: wrote {args.output} ({len(lines)} panel{'s' if len(lines) != 1 else ''})",
+              file=sys.stderr)
+    return 0
