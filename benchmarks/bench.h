@@ -1,0 +1,86 @@
+/*
+ * bench.h: helpers shared by the benchmark programs.
+ *
+ * - BENCH_SPIN(x, n): n dependent multiply-add steps on x. It is a macro so
+ *   that every instruction of the loop is attributed to the source line that
+ *   uses it (an inline function would be attributed to this header). Write
+ *   each key line as ONE source line that carries a `KEY:name` marker
+ *   comment; accuracy.py finds line numbers by those markers.
+ * - name=value arguments (bench_arg), `--short` for smoke tests.
+ * - bench_report(): one JSON line on standard output at the end of a run.
+ *
+ * Plain C, no dependency beyond libc and pthreads.
+ */
+#ifndef BENCH_H
+#define BENCH_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* LCG constants (Knuth's MMIX): distinctive, and the chain cannot be folded. */
+#define BENCH_SPIN(x, n)                                                    \
+  for (long bench_i_ = 0; bench_i_ < (long)(n); bench_i_++) {              \
+    (x) = (x) * 6364136223846793005ULL + 1442695040888963407ULL;            \
+    __asm__ volatile("" : "+r"(x));                                         \
+  }
+
+/* Wall-clock seconds (CLOCK_MONOTONIC). */
+static inline double bench_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Is `--short` among the arguments? */
+static inline int bench_short(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--short") == 0) return 1;
+  return 0;
+}
+
+/* Value of a `name=value` argument, or `def`. Unknown arguments are an error. */
+static inline long bench_arg(int argc, char **argv, const char *name, long def) {
+  size_t len = strlen(name);
+  for (int i = 1; i < argc; i++) {
+    if (strncmp(argv[i], name, len) == 0 && argv[i][len] == '=') {
+      char *end;
+      long v = strtol(argv[i] + len + 1, &end, 10);
+      if (*end != '\0' || v < 0) {
+        fprintf(stderr, "%s: bad value in '%s' (want a non-negative integer)\n", argv[0], argv[i]);
+        exit(2);
+      }
+      return v;
+    }
+  }
+  return def;
+}
+
+/* Reject arguments that are neither --short nor one of `names` (NULL-ended). */
+static inline void bench_check_args(int argc, char **argv, const char *const *names) {
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--short") == 0) continue;
+    int ok = 0;
+    for (const char *const *n = names; *n; n++) {
+      size_t len = strlen(*n);
+      if (strncmp(argv[i], *n, len) == 0 && argv[i][len] == '=') ok = 1;
+    }
+    if (!ok) {
+      fprintf(stderr, "%s: unknown argument '%s'; accepted:", argv[0], argv[i]);
+      for (const char *const *n = names; *n; n++) fprintf(stderr, " %s=N", *n);
+      fprintf(stderr, " --short\n");
+      exit(2);
+    }
+  }
+}
+
+/* The last line of every run: {"bench":..., "elapsed_s":..., "work":..., "checksum":...}. */
+static inline void bench_report(const char *bench, double elapsed_s, long work, uint64_t checksum) {
+  printf("{\"bench\":\"%s\",\"elapsed_s\":%.6f,\"work\":%ld,\"checksum\":%llu}\n", bench, elapsed_s,
+         work, (unsigned long long)checksum);
+  fflush(stdout);
+}
+
+#endif
