@@ -1,0 +1,119 @@
+"""`coz plot --html`: the viewer as ONE self-contained HTML file.
+
+The page's CSS and JavaScript (uPlot included) are inlined, the analysis and
+the source snippets it names are embedded as JSON, and a Content-Security-
+Policy forbids every network request, so the file opens anywhere offline.
+"""
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from . import server
+from .errors import CozError
+
+# Only the page's own tags are inlined; anything else is left as is and then
+# refused by the policy, which makes a stray reference visible in testing.
+_STYLESHEET = re.compile(r'<link rel="stylesheet" href="([^"]+)">')
+_SCRIPT = re.compile(r'<script src="([^"]+)"></script>')
+
+EXPORT_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+              "img-src data:; base-uri 'none'; form-action 'none'")
+
+
+def _asset_text(folder, rel):
+    known = {r for r, _ in server.ASSETS.values()}
+    if rel not in known:
+        raise CozError(f"the viewer page refers to {rel}, which is not one of its known files",
+                       hint="the viewer folder looks modified; reinstall coz")
+    return (folder / rel).read_text(encoding="utf-8")
+
+
+def _script_json(obj):
+    """JSON safe inside <script type="application/json">: no '<' at all."""
+    return server.analysis_json(obj).replace("<", "\\u003c")
+
+
+def snippets(analysis, search_dirs=None):
+    """{line: snippet} for every line of the analysis whose source can be read."""
+    if search_dirs is None:
+        profiles = [p for p in analysis.get("profiles") or [] if isinstance(p, str)]
+        search_dirs = server.search_dirs_for(profiles)
+    sources = server.Sources(analysis, search_dirs)
+    out = {}
+    for rec in analysis.get("lines") or []:
+        spec = rec.get("line") if isinstance(rec, dict) else None
+        if isinstance(spec, str) and spec not in out:
+            snip = sources.snippet(spec)
+            if snip is not None:
+                out[spec] = snip
+    return out
+
+
+def render(analysis, sources=None):
+    """The self-contained page as a string."""
+    folder = server.viewer_dir()
+    server.check_assets(folder)
+    page = (folder / "index.html").read_text(encoding="utf-8")
+
+    def style(m):
+        css = _asset_text(folder, m.group(1))
+        if "</style" in css.lower():
+            raise CozError(f"cannot inline {m.group(1)}: it contains '</style'")
+        return f"<style>\n{css}\n</style>"
+
+    def script(m):
+        js = _asset_text(folder, m.group(1))
+        js = re.sub(r"</(script)", r"<\\/\1", js, flags=re.IGNORECASE)
+        return f"<script>\n{js}\n</script>"
+
+    page, n_css = _STYLESHEET.subn(style, page)
+    page, n_js = _SCRIPT.subn(script, page)
+    if n_css == 0 or n_js == 0:
+        raise CozError("the viewer page has no stylesheet or script to inline",
+                       hint="the viewer folder looks modified; reinstall coz")
+
+    data = (f'<script id="coz-analysis" type="application/json">{_script_json(analysis)}</script>\n'
+            f'<script id="coz-sources" type="application/json">{_script_json(sources or {})}</script>\n')
+    body_scripts = page.find("<script>")
+    page = page[:body_scripts] + data + page[body_scripts:]
+    meta = f'<meta http-equiv="Content-Security-Policy" content="{EXPORT_CSP}">'
+    page = page.replace('<meta charset="utf-8">', '<meta charset="utf-8">\n' + meta, 1)
+    return page
+
+
+def write(analysis, path, search_dirs=None):
+    """Write the analysis as one self-contained HTML page to `path`.
+
+    Source snippets are embedded for the lines whose files are found (relative
+    names are looked up in the current folder, then beside the profiles, or
+    in `search_dirs` when given).
+    """
+    page = render(analysis, snippets(analysis, search_dirs))
+    path = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".coz-html-", dir=path.resolve().parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(page)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise CozError(f"cannot write {path}: {e.strerror or e}") from None
+    return path
+
+
+def _main():  # pragma: no cover - a convenience for tests and hand checks
+    import sys
+
+    analysis = server.load_analysis_file(sys.argv[1])
+    extra = [Path(sys.argv[1]).resolve().parent]
+    profiles = [p for p in analysis.get("profiles") or [] if isinstance(p, str)]
+    write(analysis, sys.argv[2], server.search_dirs_for(profiles, extra))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())
