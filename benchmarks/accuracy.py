@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""Causal profile predictions against real speedups, for ours and upstream COZ.
+
+For each case (a benchmark and one key line):
+  1. really make the line faster by x (25/50/75%) through the program's
+     arguments, and measure the real program speedup: 1 - t_x / t_0 with the
+     median of a few runs each, baseline and modified runs interleaved (for
+     the latency program, mean request latency instead of run time);
+  2. profile the unmodified program with `coz run --fixed-line LINE
+     --fixed-speedup N` for N in 0 and each x (one run each), pool the
+     experiments by speedup and predict 1 - period_x / period_0;
+  3. the same with upstream COZ (/usr/bin/coz) on the NAME_upstream binaries.
+Prints predicted against measured, the error in percentage points, and as
+its last line a JSON summary: {"summary": "accuracy", ...}.
+
+Cases marked `contention` (a spin line) must predict a NEGATIVE speedup
+while the real one is about 0; cases marked `blind` (a sleeping line) show a
+sampling profiler's blind spot. Neither counts in the overall error.
+
+Usage: accuracy.py [--short] [--only NAME] [--ours-only | --upstream-only]
+                   [--build DIR] [--reps N]
+"""
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+from benchlib import BenchError  # noqa: E402
+
+
+class Case:
+    def __init__(self, name, program, key, point, vary, base=None, short=None,
+                 kind="throughput", expect="match"):
+        self.name = name
+        self.program = program
+        self.key = key
+        self.point = point          # progress point name
+        self.vary = vary            # x -> {arg: value} making line `key` faster by x
+        self.base = base or {}      # arguments of the normal run
+        self.short = short or {}    # arguments added for --short
+        self.kind = kind            # "throughput" or "latency"
+        self.expect = expect        # "match", "contention" or "blind"
+
+    def args(self, short, x=0.0):
+        a = dict(self.base)
+        if short:
+            a.update(self.short)
+            a["short"] = True
+        if x:
+            a.update(self.vary(x))
+        return a
+
+
+def scaled(name, default):
+    return lambda x: {name: max(0, round(default * (1 - x)))}
+
+
+PERSISTENT = {"persistent": 1, "rounds": 1200, "a": 2000000, "b": 1200000}
+CASES = [
+    Case("two_threads.A", "two_threads", "A", "two_threads.round", scaled("a", 8000000)),
+    Case("two_threads.B", "two_threads", "B", "two_threads.round", scaled("b", 4800000)),
+    Case("two_threads_barrier.A", "two_threads", "A", "two_threads.round", scaled("a", 2000000),
+         base=PERSISTENT, short={"rounds": 60}),
+    Case("serial_chain.A", "serial_chain", "A", "serial_chain.iter", scaled("a", 1400000)),
+    Case("serial_chain.B", "serial_chain", "B", "serial_chain.iter", scaled("b", 700000)),
+    Case("prodcons.PRODUCE", "prodcons", "PRODUCE", "prodcons.item", scaled("p", 300000)),
+    Case("prodcons.CONSUME", "prodcons", "CONSUME", "prodcons.item", scaled("c", 200000)),
+    Case("pipeline.STAGE2", "pipeline", "STAGE2", "pipeline.item", scaled("s2", 400000)),
+    Case("pipeline.STAGE1", "pipeline", "STAGE1", "pipeline.item", scaled("s1", 50000)),
+    Case("spin_barrier.WORK_SLOW", "spin_barrier", "WORK_SLOW", "spin_barrier.round",
+         scaled("w0", 1500000)),
+    Case("spin_barrier.SPIN", "spin_barrier", "SPIN", "spin_barrier.round", scaled("pause", 8),
+         expect="contention"),
+    Case("hash_table.CHAIN", "hash_table", "CHAIN", "hash_table.lookup",
+         lambda x: {"spread": round(60 / (1 - x))}),
+    Case("latency.PARSE", "latency", "PARSE", "request", scaled("p", 300000), kind="latency"),
+    Case("io_sleep.CPU", "io_sleep", "CPU", "io_sleep.iter", scaled("c", 1000000)),
+    Case("io_sleep.SLEEP", "io_sleep", "SLEEP", "io_sleep.iter", scaled("sleep_us", 800),
+         expect="blind"),
+]
+
+
+def metric(result, case):
+    return result["mean_latency_s"] if case.kind == "latency" else result["elapsed_s"]
+
+
+def real_speedups(case, binary, amounts, reps, short, baselines):
+    """{x: real speedup}; baseline runs are shared between cases of a program."""
+    base_key = (case.program, json.dumps(case.args(short), sort_keys=True), case.kind)
+    base_runs = baselines.setdefault(base_key, [])
+    runs = {x: [] for x in amounts}
+    base_cmd = [binary, *benchlib.args_list(case.args(short))]
+    for _ in range(reps):
+        if len(base_runs) < reps:
+            base_runs.append(metric(benchlib.run_plain(base_cmd), case))
+        for x in amounts:
+            cmd = [binary, *benchlib.args_list(case.args(short, x))]
+            runs[x].append(metric(benchlib.run_plain(cmd), case))
+    base = benchlib.median(base_runs)
+    return {x: 1.0 - benchlib.median(runs[x]) / base for x in amounts}, base
+
+
+def predictions(case, runner, line, amounts, workdir, tag):
+    """{x: predicted speedup or None}, plus notes, from runs at 0 and each x."""
+    paths = []
+    for x in [0.0] + amounts:
+        out = os.path.join(workdir, f"{case.name}.{tag}.{int(round(x * 100))}.coz")
+        runner(out, line, int(round(x * 100)))
+        paths.append(out)
+    prof = benchlib.load_profiles(paths)
+    pred, periods = benchlib.predicted_speedups(prof, case.point, case.kind)
+    notes = []
+    if 0.0 not in periods:
+        notes.append("no baseline experiment")
+    for x in amounts:
+        if x in periods and periods[x][2] == 0:
+            notes.append(f"0 samples on the line at {int(x * 100)}%")
+    return {x: pred.get(round(x, 2)) for x in amounts}, notes
+
+
+def pct(v):
+    return "   n/a" if v is None else f"{v * 100:6.1f}"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--short", action="store_true",
+                    help="smoke mode: short programs, one amount (50%%), one run each")
+    ap.add_argument("--only", action="append", metavar="NAME",
+                    help="run cases whose name starts with NAME (repeatable)")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--ours-only", action="store_true")
+    g.add_argument("--upstream-only", action="store_true")
+    ap.add_argument("--build", action="append", metavar="DIR",
+                    help="build directory with libcoz/libcoz.so and the benchmarks "
+                         "(repeatable; default $COZ_BUILD_DIR, <repo>/build, /work/build-bench)")
+    ap.add_argument("--reps", type=int, default=None,
+                    help="plain runs per point for real speedups (default 3, 1 with --short)")
+    ap.add_argument("--amounts", default=None,
+                    help="comma-separated line speedups in percent (default 25,50,75; 50 with --short)")
+    args = ap.parse_args(argv)
+
+    build_dirs = args.build or benchlib.default_build_dirs()
+    reps = args.reps or (1 if args.short else 3)
+    if args.amounts:
+        amounts = [int(a) / 100 for a in args.amounts.split(",")]
+    else:
+        amounts = [0.5] if args.short else [0.25, 0.5, 0.75]
+    cases = [c for c in CASES if not args.only or any(c.name.startswith(o) for o in args.only)]
+    if not cases:
+        print(f"accuracy: no case matches {args.only}; cases: "
+              + " ".join(c.name for c in CASES), file=sys.stderr)
+        return 2
+
+    use_ours = not args.upstream_only
+    use_upstream = not args.ours_only
+    libcoz = benchlib.find_libcoz(build_dirs) if use_ours else None
+    skipped = {}
+    if use_ours and not libcoz:
+        skipped["ours"] = "libcoz.so is not built yet (looked in <build>/libcoz/ of " + \
+                          ", ".join(build_dirs) + ")"
+        use_ours = False
+    if use_upstream and not benchlib.upstream_available():
+        skipped["upstream"] = f"{benchlib.UPSTREAM_COZ} is not installed"
+        use_upstream = False
+    for who, why in skipped.items():
+        print(f"accuracy: skipping {who}: {why}", file=sys.stderr)
+
+    workdir = benchlib.tempdir("coz-accuracy-")
+    baselines = {}
+    rows = []
+    errors = []
+    print(f"# machine: {benchlib.machine_description()}; load average at start "
+          f"{benchlib.load_average()}")
+    print(f"# real: median of {reps} plain run(s); predicted: one profiled run per speedup")
+    print(f"{'case':<26} {'line':>5} {'x%':>4} {'real%':>6} {'ours%':>6} {'upst%':>6} "
+          f"{'err_ours':>8} {'err_up':>7}  notes")
+    try:
+        for case in cases:
+            try:
+                binary = benchlib.find_program(build_dirs, case.program)
+                line = benchlib.key_line(case.program, case.key)
+                real, _base = real_speedups(case, binary, amounts, reps, args.short, baselines)
+                plain_args = benchlib.args_list(case.args(args.short))
+                ours, up, notes = {}, {}, []
+                if use_ours:
+                    def run_o(out, ln, n):
+                        benchlib.run_ours([binary, *plain_args], libcoz, out, ln, n)
+                    try:
+                        ours, n1 = predictions(case, run_o, line, amounts, workdir, "ours")
+                        notes += ["ours: " + n for n in n1]
+                    except BenchError as e:
+                        notes.append("ours failed: " + str(e).splitlines()[0])
+                if use_upstream:
+                    up_bin = benchlib.find_program(build_dirs, case.program + "_upstream")
+
+                    def run_u(out, ln, n):
+                        benchlib.run_upstream([up_bin, *plain_args], out, ln, n)
+                    try:
+                        up, n2 = predictions(case, run_u, line, amounts, workdir, "upstream")
+                        notes += ["upstream: " + n for n in n2]
+                    except BenchError as e:
+                        notes.append("upstream failed: " + str(e).splitlines()[0])
+            except BenchError as e:
+                errors.append(f"{case.name}: {e}")
+                print(f"{case.name:<26} error: {str(e).splitlines()[0]}")
+                continue
+            lineno = int(line.rsplit(":", 1)[1])
+            for x in amounts:
+                o, u, r = ours.get(x), up.get(x), real[x]
+                eo = None if o is None else abs(o - r) * 100
+                eu = None if u is None else abs(u - r) * 100
+                row = {"case": case.name, "line": line, "expect": case.expect,
+                       "speedup": x, "real": r, "ours": o, "upstream": u,
+                       "err_ours_pp": eo, "err_upstream_pp": eu, "notes": notes}
+                rows.append(row)
+                tag = {"match": "", "contention": "[must be < 0] ",
+                       "blind": "[blind spot] "}[case.expect]
+                print(f"{case.name:<26} {lineno:>5} {int(x * 100):>4} {pct(r)} {pct(o)} {pct(u)} "
+                      f"{'n/a' if eo is None else f'{eo:.1f}':>8} "
+                      f"{'n/a' if eu is None else f'{eu:.1f}':>7}  {tag}{'; '.join(notes)}")
+                sys.stdout.flush()
+    finally:
+        benchlib.cleanup(workdir)
+
+    def overall(key):
+        errs = [r[key] for r in rows if r["expect"] == "match" and r[key] is not None]
+        return {"mean_abs_error_pp": sum(errs) / len(errs) if errs else None,
+                "max_abs_error_pp": max(errs) if errs else None, "points": len(errs)}
+
+    def contention(who):
+        vals = [r[who] for r in rows if r["expect"] == "contention" and r[who] is not None]
+        return {"points": len(vals), "negative": sum(1 for v in vals if v < 0)}
+
+    summary = {
+        "summary": "accuracy", "short": args.short, "amounts": amounts, "reps": reps,
+        "machine": benchlib.machine_description(), "load_average_end": benchlib.load_average(),
+        "ours": overall("err_ours_pp") if use_ours else None,
+        "upstream": overall("err_upstream_pp") if use_upstream else None,
+        "contention_ours": contention("ours") if use_ours else None,
+        "contention_upstream": contention("upstream") if use_upstream else None,
+        "skipped": skipped, "errors": errors, "rows": rows,
+    }
+    for who in ("ours", "upstream"):
+        s = summary[who]
+        if s and s["points"]:
+            print(f"# {who}: mean |error| {s['mean_abs_error_pp']:.1f} pp, "
+                  f"max {s['max_abs_error_pp']:.1f} pp over {s['points']} points")
+    print(json.dumps(summary))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""Shared by accuracy.py and overhead.py: finding binaries, running programs
+plain, under our `coz run` and under upstream COZ, and reading the profiles.
+
+Profiles are read with the project's one parser, `cozprof.profile`; this
+module only pools the parsed experiments by speedup.
+"""
+
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+PYTHON_DIR = os.path.join(REPO, "python")
+UPSTREAM_COZ = "/usr/bin/coz"
+RUN_TIMEOUT_S = 300
+
+if PYTHON_DIR not in sys.path:
+    sys.path.insert(0, PYTHON_DIR)
+
+
+class BenchError(Exception):
+    pass
+
+
+def default_build_dirs():
+    """Where to look for the build: $COZ_BUILD_DIR, then the usual places."""
+    dirs = []
+    if os.environ.get("COZ_BUILD_DIR"):
+        dirs.append(os.environ["COZ_BUILD_DIR"])
+    dirs += [os.path.join(REPO, "build"), "/work/build-bench", "/work/build"]
+    return dirs
+
+
+def find_program(build_dirs, name):
+    """Path of benchmark `name` in <build>/benchmarks/ or <build>/ (standalone build)."""
+    for d in build_dirs:
+        for c in (os.path.join(d, "benchmarks", name), os.path.join(d, name)):
+            if os.path.isfile(c) and os.access(c, os.X_OK):
+                return os.path.abspath(c)
+    raise BenchError(f"benchmark binary {name!r} not found under {', '.join(build_dirs)}; "
+                     "build it: cmake -S benchmarks -B /work/build-bench && "
+                     "cmake --build /work/build-bench")
+
+
+def find_libcoz(build_dirs):
+    """Our libcoz.so in <build>/libcoz/, or None."""
+    if os.environ.get("COZ_LIBRARY") and os.path.isfile(os.environ["COZ_LIBRARY"]):
+        return os.path.abspath(os.environ["COZ_LIBRARY"])
+    for d in build_dirs:
+        c = os.path.join(d, "libcoz", "libcoz.so")
+        if os.path.isfile(c):
+            return os.path.abspath(c)
+    return None
+
+
+def key_line(program, key):
+    """'/abs/benchmarks/<program>.c:N' for the line marked `KEY:<key>`."""
+    src = os.path.join(HERE, program + ".c")
+    pattern = re.compile(r"/\* KEY:" + re.escape(key) + r" \*/")
+    with open(src) as f:
+        for n, text in enumerate(f, 1):
+            if pattern.search(text):
+                return f"{src}:{n}"
+    raise BenchError(f"no line marked KEY:{key} in {src}")
+
+
+def args_list(args):
+    """{'a': 5, 'short': True} -> ['a=5', '--short']."""
+    out = []
+    for k, v in args.items():
+        if k == "short":
+            if v:
+                out.append("--short")
+        else:
+            out.append(f"{k}={v}")
+    return out
+
+
+def parse_result(stdout, what):
+    """The benchmark's last JSON line ({"bench":..., "elapsed_s":...})."""
+    for line in reversed(stdout.splitlines()):
+        line = line.strip()
+        if line.startswith("{") and '"bench"' in line:
+            return json.loads(line)
+    raise BenchError(f"{what}: no result line in its output:\n{stdout[-2000:]}")
+
+
+def _run(cmd, env, what, cwd=None):
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=RUN_TIMEOUT_S)
+    wall = time.monotonic() - t0
+    if p.returncode != 0:
+        raise BenchError(f"{what} failed (exit {p.returncode}): {' '.join(cmd)}\n"
+                         f"{p.stderr[-3000:]}")
+    res = parse_result(p.stdout, what)
+    res["wall_s"] = wall
+    return res
+
+
+def run_plain(cmd):
+    return _run(cmd, None, "plain run")
+
+
+def ours_env(libcoz):
+    env = dict(os.environ)
+    env["COZ_LIBRARY"] = libcoz
+    env["PYTHONPATH"] = PYTHON_DIR + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def run_ours(cmd, libcoz, output, fixed_line=None, fixed_speedup=None, extra=()):
+    """Run `cmd` under `python3 -m cozprof run`; the profile goes to `output`."""
+    if os.path.exists(output):
+        os.unlink(output)
+    opts = ["-o", output]
+    if fixed_line:
+        opts += ["--fixed-line", fixed_line]
+    if fixed_speedup is not None:
+        opts += ["--fixed-speedup", str(fixed_speedup)]
+    full = [sys.executable, "-m", "cozprof", "run", *opts, *extra, "---", *cmd]
+    return _run(full, ours_env(libcoz), "our coz run", cwd=os.path.dirname(output))
+
+
+def run_upstream(cmd, output, fixed_line=None, fixed_speedup=None, extra=()):
+    """Run `cmd` under upstream COZ (/usr/bin/coz); the profile goes to `output`."""
+    if os.path.exists(output):
+        os.unlink(output)
+    opts = ["-o", output]
+    if fixed_line:
+        opts += ["--fixed-line", fixed_line]
+    if fixed_speedup is not None:
+        opts += ["--fixed-speedup", str(fixed_speedup)]
+    full = [UPSTREAM_COZ, "run", *opts, *extra, "---", *cmd]
+    return _run(full, None, "upstream coz run", cwd=os.path.dirname(output))
+
+
+def upstream_available():
+    return os.path.isfile(UPSTREAM_COZ) and os.access(UPSTREAM_COZ, os.X_OK)
+
+
+def load_profiles(paths):
+    from cozprof import profile  # the project's one parser
+
+    return profile.load([p for p in paths if os.path.exists(p)])
+
+
+def pooled_periods(prof, point, kind):
+    """{speedup: (period, experiments, selected_samples)} pooled over all runs.
+
+    Throughput: period = total effective duration / total visits.
+    Latency: Little's law, latency = mean in-flight / arrival rate.
+    Partial experiments are left out. Upstream's legacy profile has no
+    partial flag, but upstream holds the program's exit until its current
+    experiment ends, so the last experiment of each legacy run counts the
+    idle time after the end: it is left out too.
+    """
+    exps = []
+    for run in prof.runs:
+        kept = [e for e in run.experiments if not e.partial]
+        if run.dialect != "json":
+            kept = kept[:-1]
+        exps += kept
+    groups = {}
+    for e in exps:
+        for pr in e.progress:
+            if pr.name != point:
+                continue
+            g = groups.setdefault(round(float(e.speedup), 2),
+                                  {"dur": 0, "delta": 0, "arr": 0, "diff": [], "n": 0, "sel": 0})
+            g["dur"] += e.duration_ns
+            g["delta"] += pr.delta or 0
+            g["arr"] += pr.arrivals or 0
+            if pr.difference is not None:
+                g["diff"].append(pr.difference)
+            g["n"] += 1
+            g["sel"] += e.selected_samples or 0
+    out = {}
+    for s, g in groups.items():
+        if kind == "latency":
+            if g["arr"] <= 0 or not g["diff"]:
+                continue
+            period = statistics.mean(g["diff"]) * g["dur"] / g["arr"]
+        else:
+            if g["delta"] <= 0:
+                continue
+            period = g["dur"] / g["delta"]
+        out[s] = (period, g["n"], g["sel"])
+    return out
+
+
+def predicted_speedups(prof, point, kind):
+    """{speedup: predicted program speedup} relative to speedup 0, or {} without a baseline."""
+    periods = pooled_periods(prof, point, kind)
+    if 0.0 not in periods or periods[0.0][0] <= 0:
+        return {}, periods
+    base = periods[0.0][0]
+    return {s: 1.0 - p / base for s, (p, _n, _sel) in periods.items() if s > 0}, periods
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def load_average():
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
+def machine_description():
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} CPUs"
+
+
+def tempdir(prefix):
+    return tempfile.mkdtemp(prefix=prefix)
+
+
+def cleanup(path):
+    shutil.rmtree(path, ignore_errors=True)
