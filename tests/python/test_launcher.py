@@ -1,0 +1,277 @@
+"""coz run: argument parsing, environment contract, program checks, and the
+launcher's exit status / signal pass-through with a stand-in preload library."""
+
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO
+from cozprof import cli, launcher
+from cozprof.errors import CozError
+
+PYTHON_PATH = os.path.join(REPO, "python")
+
+
+def parse(*argv):
+    return cli.parse_args(["run", *argv])
+
+
+# -- argument parsing ----------------------------------------------------------
+
+def test_defaults():
+    a = parse("---", "./app", "x")
+    assert a.command == ["./app", "x"]
+    assert a.binary_scope == ["MAIN"] and a.source_scope == ["%"] and a.progress == []
+    assert a.output == "profile.coz" and a.format == "json"
+    assert a.fixed_line is None and a.fixed_speedup_pct is None
+    assert a.end_to_end is False and a.verbose is False and a.follow_children is False
+    assert a.sample_period_ns == 1_000_000 and a.experiment_length_ns == 500_000_000
+
+
+def test_short_and_long_forms_are_equal():
+    short = parse("-b", "lib%", "-b", "MAIN", "-s", "src/%", "-p", "a.c:3", "-o", "x.coz", "-v",
+                  "---", "prog")
+    long = parse("--binary-scope", "lib%", "--binary-scope=MAIN", "--source-scope", "src/%",
+                 "--progress", "a.c:3", "--output", "x.coz", "--verbose", "---", "prog")
+    assert vars(short) == vars(long)
+    assert short.binary_scope == ["lib%", "MAIN"]
+
+
+def test_everything_after_separator_is_untouched():
+    a = parse("-v", "---", "prog", "-v", "---", "--help", "-o")
+    assert a.command == ["prog", "-v", "---", "--help", "-o"]
+
+
+@pytest.mark.parametrize("text, unit, ns", [
+    ("1ms", "ms", 1_000_000), ("250us", "ms", 250_000), ("2", "ms", 2_000_000),
+    ("500ns", "ms", 500), ("0.5", "s", 500_000_000), ("2s", "s", 2_000_000_000),
+    ("1.5ms", "s", 1_500_000),
+])
+def test_parse_time(text, unit, ns):
+    assert launcher.parse_time(text, unit, "x") == ns
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["./app"], "missing '---'"),
+    (["-o", "p.coz", "./app"], "missing '---'"),
+    (["--", "./app"], "missing '---'"),
+    (["---"], "missing command"),
+    (["--sample-period", "fast", "---", "x"], "bad --sample-period"),
+    (["--sample-period", "0", "---", "x"], "too short"),
+    (["--experiment-length=-1s", "---", "x"], "bad --experiment-length"),
+    (["--fixed-speedup", "150", "---", "x"], "bad --fixed-speedup"),
+    (["--fixed-speedup", "ten", "---", "x"], "bad --fixed-speedup"),
+    (["--fixed-line", "app.c", "---", "x"], "bad --fixed-line"),
+    (["--fixed-line", "app.c:0", "---", "x"], "bad --fixed-line"),
+    (["-p", "nocolon", "---", "x"], "bad --progress"),
+    (["--format", "xml", "---", "x"], "invalid choice"),
+    (["--bogus", "---", "x"], "unrecognized arguments"),
+    (["./app", "---", "x"], "unrecognized arguments"),
+])
+def test_bad_arguments(argv, message):
+    with pytest.raises(CozError) as ei:
+        parse(*argv)
+    assert message in str(ei.value)
+
+
+def test_double_dash_hint_suggests_three():
+    with pytest.raises(CozError) as ei:
+        parse("--", "./app", "arg")
+    assert "coz run [options] --- ./app arg" in ei.value.hint
+
+
+def test_fixed_speedup_and_times():
+    a = parse("--fixed-speedup", "40", "--fixed-line", "src/a.c:12", "--sample-period", "2ms",
+              "--experiment-length", "100ms", "--end-to-end", "--follow-children",
+              "--format", "legacy", "---", "x")
+    assert a.fixed_speedup_pct == 40 and a.fixed_line == "src/a.c:12"
+    assert a.sample_period_ns == 2_000_000 and a.experiment_length_ns == 100_000_000
+
+
+# -- environment contract ------------------------------------------------------------
+
+def test_build_env_contract():
+    a = parse("-b", "MAIN", "-b", "libfoo%", "-s", "%/src/%", "-p", "a.c:1", "-p", "b.c:2",
+              "-o", "out-%p.coz", "--fixed-line", "a.c:7", "--fixed-speedup", "25",
+              "--end-to-end", "--sample-period", "500us", "--experiment-length", "2",
+              "--format", "legacy", "-v", "--follow-children", "---", "x")
+    base = {"PATH": "/bin", "LD_PRELOAD": "/opt/other.so", "COZ_FIXED_LINE": "stale:1",
+            "COZ_LIBRARY": "/keep.so"}
+    env = launcher.build_env(a, "/lib/libcoz.so", base_env=base, launcher_pid=4242)
+    coz = {k: v for k, v in env.items() if k.startswith("COZ_")}
+    assert coz == {
+        "COZ_LIBRARY": "/keep.so",
+        "COZ_OUTPUT": os.path.join(os.getcwd(), "out-%p.coz"),
+        "COZ_FORMAT": "legacy",
+        "COZ_BINARY_SCOPE": "MAIN\tlibfoo%",
+        "COZ_SOURCE_SCOPE": "%/src/%",
+        "COZ_PROGRESS_POINTS": "a.c:1\tb.c:2",
+        "COZ_FIXED_LINE": "a.c:7",
+        "COZ_FIXED_SPEEDUP": "25",
+        "COZ_END_TO_END": "1",
+        "COZ_SAMPLE_PERIOD": "500000",
+        "COZ_EXPERIMENT_LENGTH": "2000000000",
+        "COZ_VERBOSE": "1",
+        "COZ_FOLLOW_CHILDREN": "1",
+        "COZ_LAUNCHER_PID": "4242",
+    }
+    assert env["LD_PRELOAD"] == "/lib/libcoz.so:/opt/other.so"
+    assert env["PATH"] == "/bin"
+
+
+def test_build_env_defaults_leave_optional_variables_unset():
+    env = launcher.build_env(parse("---", "x"), "/l.so", base_env={}, launcher_pid=1)
+    assert env["LD_PRELOAD"] == "/l.so"
+    for key in ("COZ_FIXED_LINE", "COZ_FIXED_SPEEDUP", "COZ_END_TO_END"):
+        assert key not in env
+    assert env["COZ_PROGRESS_POINTS"] == "" and env["COZ_VERBOSE"] == "0"
+    assert env["COZ_FOLLOW_CHILDREN"] == "0" and env["COZ_FORMAT"] == "json"
+
+
+# -- library and program checks -------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def stub_library(tmp_path_factory):
+    """A trivial preload library: its constructor writes $STUB_MARKER, proving it loaded."""
+    d = tmp_path_factory.mktemp("stub")
+    src = d / "stub.c"
+    src.write_text(
+        '#include <stdio.h>\n#include <stdlib.h>\n'
+        '__attribute__((constructor)) static void stub_init(void) {\n'
+        '  const char *m = getenv("STUB_MARKER");\n'
+        '  if (m) { FILE *f = fopen(m, "a"); if (f) { fputs("loaded\\n", f); fclose(f); } }\n'
+        '}\n')
+    lib = d / "libstub.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    return str(lib)
+
+
+def test_find_library_from_env(stub_library):
+    assert launcher.find_library({"COZ_LIBRARY": stub_library}) == stub_library
+    with pytest.raises(CozError, match="not a file"):
+        launcher.find_library({"COZ_LIBRARY": "/nonexistent/libcoz.so"})
+
+
+def test_find_library_not_found(monkeypatch, tmp_path):
+    monkeypatch.setattr(launcher, "__file__", str(tmp_path / "a" / "b" / "launcher.py"))
+    with pytest.raises(CozError) as ei:
+        launcher.find_library({})
+    assert "cannot find libcoz.so" in str(ei.value) and "cmake" in ei.value.hint
+
+
+def test_resolve_program(tmp_path):
+    exe = tmp_path / "tool"
+    exe.write_text("#!/bin/sh\nexit 0\n")
+    exe.chmod(0o755)
+    plain = tmp_path / "plain"
+    plain.write_text("x")
+    env = {"PATH": f"/nonexistent:{tmp_path}"}
+    assert launcher.resolve_program("tool", env) == str(exe)
+    assert launcher.resolve_program(str(exe), env) == str(exe)
+    with pytest.raises(CozError, match="program not found: nothere"):
+        launcher.resolve_program("nothere", env)
+    with pytest.raises(CozError, match="not executable"):
+        launcher.resolve_program(str(plain), env)
+    with pytest.raises(CozError, match="no such program"):
+        launcher.resolve_program("./missing-program", env)
+    with pytest.raises(CozError, match="is a directory"):
+        launcher.resolve_program(str(tmp_path) + "/", env)
+
+
+def test_check_preloadable(tmp_path):
+    src = tmp_path / "m.c"
+    src.write_text("int main(void) { return 0; }\n")
+    dyn, static = tmp_path / "dyn", tmp_path / "static"
+    subprocess.run(["gcc", "-o", str(dyn), str(src)], check=True)
+    subprocess.run(["gcc", "-static", "-o", str(static), str(src)], check=True)
+    launcher.check_preloadable(str(dyn))
+    launcher.check_preloadable("/bin/sh")
+    script = tmp_path / "s.sh"
+    script.write_text("#!/bin/sh\n")
+    launcher.check_preloadable(str(script))
+    with pytest.raises(CozError, match="statically linked: preloading cannot work"):
+        launcher.check_preloadable(str(static))
+    suid = tmp_path / "suid"
+    shutil.copy(dyn, suid)
+    suid.chmod(0o755 | stat.S_ISUID)
+    with pytest.raises(CozError, match="setuid or setgid: preloading cannot work"):
+        launcher.check_preloadable(str(suid))
+    sgid = tmp_path / "sgid"
+    shutil.copy(dyn, sgid)
+    sgid.chmod(0o755 | stat.S_ISGID)
+    with pytest.raises(CozError, match="setuid or setgid"):
+        launcher.check_preloadable(str(sgid))
+
+
+# -- the launcher as a process ------------------------------------------------------
+
+def coz(args, stub_library, tmp_path, **kw):
+    env = dict(os.environ, COZ_LIBRARY=stub_library, PYTHONPATH=PYTHON_PATH,
+               STUB_MARKER=str(tmp_path / "marker"))
+    return subprocess.Popen([sys.executable, "-m", "cozprof", "run", *args], env=env,
+                            cwd=tmp_path, **kw)
+
+
+def test_exit_code_env_and_stdio_pass_through(stub_library, tmp_path):
+    script = ('read line; echo "out:$line"; echo "err:$line" >&2; '
+              'echo "$COZ_LAUNCHER_PID $PPID $LD_PRELOAD $COZ_OUTPUT"; exit 7')
+    p = coz(["-o", "x.coz", "---", "sh", "-c", script], stub_library, tmp_path,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = p.communicate(b"hello\n", timeout=30)
+    assert p.returncode == 7
+    lines = out.decode().splitlines()
+    assert lines[0] == "out:hello"
+    assert err.decode() == "err:hello\n"
+    pid, ppid, preload, output = lines[1].split(" ")
+    assert pid == ppid == str(p.pid)          # the launcher is the profiled program's parent
+    assert preload == stub_library
+    assert output == str(tmp_path / "x.coz")
+    assert (tmp_path / "marker").read_text().startswith("loaded")
+
+
+def test_death_by_signal_is_passed_through(stub_library, tmp_path):
+    p = coz(["---", "sh", "-c", "kill -TERM $$"], stub_library, tmp_path)
+    assert p.wait(timeout=30) == -signal.SIGTERM
+    p = coz(["---", "sh", "-c", "kill -USR1 $$"], stub_library, tmp_path)
+    assert p.wait(timeout=30) == -signal.SIGUSR1
+
+
+def _wait_ready(p):
+    assert p.stdout.readline() == b"ready\n"
+
+
+def test_sigterm_is_forwarded(stub_library, tmp_path):
+    script = 'trap "echo got-term; exit 3" TERM; echo ready; while :; do sleep 0.05; done'
+    p = coz(["---", "sh", "-c", script], stub_library, tmp_path, stdout=subprocess.PIPE)
+    _wait_ready(p)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=30) == 3
+    assert p.stdout.read() == b"got-term\n"
+
+
+def test_sigint_is_ignored_by_the_launcher(stub_library, tmp_path):
+    script = 'echo ready; sleep 0.5; exit 5'
+    p = coz(["---", "sh", "-c", script], stub_library, tmp_path, stdout=subprocess.PIPE)
+    _wait_ready(p)
+    p.send_signal(signal.SIGINT)   # to the launcher only: the child is not interrupted
+    assert p.wait(timeout=30) == 5
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--", "true"], "missing '---'"),
+    (["---", "no-such-program-xyz"], "program not found"),
+])
+def test_launcher_errors_are_one_line(stub_library, tmp_path, args, message):
+    p = coz(args, stub_library, tmp_path, stderr=subprocess.PIPE)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 2
+    lines = err.decode().splitlines()
+    assert lines[0].startswith("coz: error: ") and message in lines[0]
+    assert len(lines) == 2 and lines[1].startswith("coz: ")
+    assert "Traceback" not in err.decode()
