@@ -44,8 +44,16 @@ def analyze(profile, phase_correction=True, progress_point=None, min_points=DEFA
 
     factors = {}
     for line, exps in line_exps.items():
-        factors[line] = _phase_factor(exps, samples.get(line, 0), runtime_ns) \
-            if phase_correction else 1.0
+        if not phase_correction:
+            factors[line] = 1.0
+            continue
+        # s and T come from the runs where the line was sampled or selected, so that
+        # merging profiles of other programs does not dilute the line's share.
+        runs = [r for r in profile.runs if line in r.samples]
+        runs += [r for r in {id(e.run): e.run for e in exps if e.run is not None}.values()
+                 if line not in r.samples]
+        factors[line] = _phase_factor(exps, sum(r.samples.get(line, 0) for r in runs),
+                                      sum(r.runtime_ns for r in runs))
 
     lines, omitted = [], []
     for (line, point), by_speedup in groups.items():

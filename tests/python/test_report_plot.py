@@ -1,0 +1,118 @@
+"""coz report and coz plot through the command line entry point."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, REPO
+from cozprof import cli, plot
+
+
+def fx(name):
+    return os.path.join(FIXTURES, name)
+
+
+def test_report_table(capsys):
+    assert cli.main(["report", "--no-phase-correction", fx("throughput.coz")]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].startswith("1 run, 7 experiments (1 partial)")
+    assert "phase correction off" in lines[0]
+    assert "warning: /lib/libfoo.so has no debug information" in out
+    header = next(ln for ln in lines if ln.startswith("#"))
+    for column in ("line", "impact", "slope [95% CI]", "@25%", "@50%", "@100%", "exps"):
+        assert column in header
+    row = lines[lines.index(header) + 1]
+    # impact 26/110, slope 27/55, predictions 25/220, 26/110, 53/110
+    assert row.split() == ["1", "/src/a.c:10", "+23.6%", "+0.491", "[+0.491,", "+0.491]",
+                           "+11.4%", "+23.6%", "+48.2%", "4"]
+    assert "1 line/progress-point pairs left out: 1 too-few-speedups" in out
+
+
+def test_report_json_stdout_and_file(capsys, tmp_path):
+    assert cli.main(["report", "--json", "-", fx("throughput.coz")]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["lines"][0]["line"] == "/src/a.c:10"
+    assert data["profiles"] == [fx("throughput.coz")]
+    out = tmp_path / "a.json"
+    assert cli.main(["report", "--json", str(out), fx("throughput.coz")]) == 0
+    assert json.loads(out.read_text()) == data
+
+
+def test_report_lines_limit_and_diagnosis(capsys):
+    assert cli.main(["report", "-n", "1", "--min-points", "2", fx("throughput.coz")]) == 0
+    out = capsys.readouterr().out
+    assert "(1 more lines; use -n to show more)" in out
+    assert cli.main(["report", fx("no_progress.coz")]) == 0
+    assert "nothing to report: No progress point was reached" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["report", "/nonexistent/p.coz"], "no such profile"),
+    (["report", "-n", "0", "x.coz"], "expected a positive whole number"),
+    (["report", "--progress-point", "nope", fx("throughput.coz")], "no progress point named"),
+    (["plot", fx("throughput.coz")], "nothing to write"),
+    (["plot", "-o", "out.gif", fx("throughput.coz")], "cannot tell the image format"),
+    (["plot", "-o", "x.png", "--line", "zzz.c:1", fx("throughput.coz")], "no causal curve"),
+    (["plot", "-o", "x.png", fx("no_progress.coz")], "no line has a causal curve"),
+])
+def test_user_errors_are_one_line(capsys, argv, message):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("coz: error: ") and message in err[0]
+
+
+def test_plot_png_has_one_panel_per_line(tmp_path):
+    out = tmp_path / "p.png"
+    files = [fx("throughput.coz"), fx("latency.legacy.coz"), fx("contention.coz")]
+    assert cli.main(["plot", "-o", str(out), *files]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from cozprof import analysis
+    result = analysis.analyze_files(files)
+    lines = plot.select_lines(result)
+    assert len(lines) == 4
+    fig = plot.make_figure(lines)
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert len(panels) == 4
+    titles = sorted(ax.get_title() for ax in panels)
+    assert titles == sorted(["a.c:10", "c.c:5", "c.c:5", "b.c:20 (contention)"])
+    ax = next(ax for ax in panels if ax.get_title() == "a.c:10")
+    assert ax.get_xlim() == (0, 100)
+    # measured points are drawn in percent
+    xs, ys = ax.lines[0].get_data()
+    assert list(xs) == [0, 50, 100]
+    assert list(ys) == pytest.approx([0, 16, 40])
+
+
+def test_plot_line_filter_and_limit(tmp_path):
+    from cozprof import analysis
+    result = analysis.analyze_files([fx("throughput.coz"), fx("contention.coz")])
+    assert [ln["line"] for ln in plot.select_lines(result, ["b.c:20"])] == ["/src/b.c:20"]
+    assert len(plot.select_lines(result, limit=1)) == 1
+    for ext in ("svg", "pdf"):
+        out = tmp_path / f"p.{ext}"
+        assert cli.main(["plot", "-o", str(out), "--line", "a.c:10", fx("throughput.coz")]) == 0
+        assert out.stat().st_size > 1000
+
+
+def test_plot_html_calls_html_export(monkeypatch, tmp_path):
+    import types
+    calls = []
+    fake = types.ModuleType("cozprof.html_export")
+    fake.write = lambda analysis, path: calls.append((analysis["lines"][0]["line"], path))
+    monkeypatch.setitem(sys.modules, "cozprof.html_export", fake)
+    import cozprof
+    monkeypatch.setattr(cozprof, "html_export", fake, raising=False)
+    out = str(tmp_path / "p.html")
+    assert cli.main(["plot", "--html", out, fx("throughput.coz")]) == 0
+    assert calls == [("/src/a.c:10", out)]
+
+
+def test_console_entry_point_runs():
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    p = subprocess.run([sys.executable, "-m", "cozprof", "report", fx("throughput.coz")],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "/src/a.c:10" in p.stdout
