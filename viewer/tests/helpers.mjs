@@ -86,10 +86,10 @@ export function cozRun(args, opts = {}) {
   return new Promise((resolve) => proc.on('exit', (code) => resolve({ code, stdout: out, stderr: err })));
 }
 
-// Runs python code (with the package importable) to completion.
-export function pyExec(code) {
+// Runs python code (with the package importable) to completion; args are sys.argv[1:].
+export function pyExec(code, args = []) {
   const env = { ...process.env, PYTHONPATH: join(REPO, 'python') };
-  const proc = spawn(process.env.PYTHON || 'python3', ['-c', code], { env, cwd: REPO });
+  const proc = spawn(process.env.PYTHON || 'python3', ['-c', code, ...args], { env, cwd: REPO });
   let out = '', err = '';
   proc.stdout.on('data', (d) => { out += d; });
   proc.stderr.on('data', (d) => { err += d; });
