@@ -5,12 +5,14 @@
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <link.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -431,6 +433,47 @@ TEST(LineMapInProcess, LooksUpAFunctionOfThisFile) {
   EXPECT_EQ(l->line, marker_line(__FILE__, "MARK_IN_" "PROCESS"));
   EXPECT_TRUE(covers(m.ranges_of(l), pc));
   EXPECT_EQ(line_map_in_process_marker(1), 31348);  // keep it alive
+}
+
+struct FindLib {
+  const char* suffix;
+  std::string path;
+  uintptr_t bias = 0;
+  bool found = false;
+};
+
+int find_lib(struct dl_phdr_info* info, size_t, void* data) {
+  FindLib* f = static_cast<FindLib*>(data);
+  std::string name = info->dlpi_name ? info->dlpi_name : "";
+  if (name.size() >= strlen(f->suffix) &&
+      name.compare(name.size() - strlen(f->suffix), std::string::npos, f->suffix) == 0) {
+    f->path = name;
+    f->bias = info->dlpi_addr;
+    f->found = true;
+    return 1;
+  }
+  return 0;
+}
+
+TEST(LineMapInProcess, LibraryLoadedWithDlopen) {
+  const std::string lib = kBin + "/liblm_fixture.so";
+  void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  FindLib f{"/liblm_fixture.so"};
+  dl_iterate_phdr(find_lib, &f);
+  ASSERT_TRUE(f.found);
+  ASSERT_NE(f.bias, 0u);  // a shared library is never loaded at its link address 0
+  coz::LineMap m({"MAIN", "%/liblm_fixture.so"}, {"%"});
+  EXPECT_TRUE(m.add_object(f.path, f.bias, false));
+  const uintptr_t pc = reinterpret_cast<uintptr_t>(dlsym(h, "fixture_lib_fn"));
+  ASSERT_NE(pc, 0u);
+  const std::string src = kSrc + "/fixture_lib.c";
+  const coz::Line* l = m.lookup(pc);
+  expect_line(l, src, marker_line(src, "MARK_LIB_FN"));
+  EXPECT_TRUE(covers(m.ranges_of(l), pc));
+  // Its symbol-table address (link-time) is not a run-time address.
+  EXPECT_EQ(pc - f.bias, must_symbol(lib, "fixture_lib_fn").addr);
+  dlclose(h);
 }
 
 }  // namespace
