@@ -98,10 +98,10 @@ def load_analysis_file(path):
         data = json.loads(text)
     except ValueError as e:
         raise CozError(f"{path}: not valid JSON ({e})",
-                       hint="make it with 'coz report --json profile.coz > analysis.json'") from None
+                       hint="make it with 'coz report profile.coz --json analysis.json'") from None
     if not isinstance(data, dict) or not isinstance(data.get("lines"), list):
         raise CozError(f"{path}: not an analysis (no \"lines\" list)",
-                       hint="make it with 'coz report --json profile.coz > analysis.json'")
+                       hint="make it with 'coz report profile.coz --json analysis.json'")
     return data
 
 

@@ -116,7 +116,7 @@
   function loadText(text, name) {
     var label = name ? name + ': ' : '';
     if (!text || !text.trim()) {
-      return fail(label + 'the file is empty.', 'Make an analysis with: coz report --json profile.coz > analysis.json');
+      return fail(label + 'the file is empty.', 'Make an analysis with: coz report profile.coz --json analysis.json');
     }
     var data;
     try {
@@ -124,10 +124,10 @@
     } catch (e) {
       if (looksLikeProfile(text)) {
         return fail(label + 'this is a profile, not an analysis.',
-          'Open it with "coz view ' + (name || 'profile.coz') + '", or make an analysis with: coz report --json profile.coz > analysis.json');
+          'Open it with "coz view ' + (name || 'profile.coz') + '", or make an analysis with: coz report profile.coz --json analysis.json');
       }
       return fail(label + 'not valid JSON (' + e.message + ').',
-        'The viewer reads the analysis written by: coz report --json profile.coz > analysis.json');
+        'The viewer reads the analysis written by: coz report profile.coz --json analysis.json');
     }
     loadData(data, name);
   }
@@ -609,7 +609,7 @@
       return;
     }
     showMessage('Open an analysis to see its causal plots.\n' +
-      'Use "Open analysis JSON" or drop the file on this page. Make one with: coz report --json profile.coz > analysis.json. ' +
+      'Use "Open analysis JSON" or drop the file on this page. Make one with: coz report profile.coz --json analysis.json. ' +
       'Or run "coz view" next to your profile.', 'info');
   }
 
