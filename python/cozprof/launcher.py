@@ -198,7 +198,8 @@ def resolve_program(name, env=None):
                        hint=f"make it executable: chmod +x {found_not_exec}")
     if "/" in name:
         if os.path.isdir(name):
-            raise CozError(f"{name} is a directory, not a program")
+            raise CozError(f"{name} is a directory, not a program",
+                           hint="name the program to run after '---'")
         raise CozError(f"no such program: {name}", hint="check the path after '---'")
     raise CozError(f"program not found: {name}",
                    hint="it is not in PATH; give its path, e.g. ./" + name)
@@ -221,7 +222,8 @@ def check_preloadable(path):
             if _elf_has_interp(f, head):
                 return
     except OSError as e:
-        raise CozError(f"cannot read {path}: {e.strerror}") from None
+        raise CozError(f"cannot read {path}: {e.strerror}",
+                       hint="the launcher reads the program's ELF header; check its permissions") from None
     raise CozError(f"{path} is statically linked: preloading cannot work",
                    hint="libcoz.so needs the dynamic loader; link the program dynamically "
                         "(drop -static)")
@@ -264,7 +266,8 @@ def run(args):
     try:
         child = subprocess.Popen(args.command, executable=program, env=env)
     except OSError as e:
-        raise CozError(f"cannot run {program}: {e.strerror}") from None
+        raise CozError(f"cannot run {program}: {e.strerror}",
+                       hint="check the program's #! line and that it runs without coz") from None
     return wait_and_pass_status(child)
 
 

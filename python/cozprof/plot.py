@@ -110,7 +110,8 @@ def run(args):
         try:
             fig.savefig(args.output, dpi=110)
         except OSError as e:
-            raise CozError(f"cannot write {args.output}: {e.strerror}") from None
+            raise CozError(f"cannot write {args.output}: {e.strerror}",
+                           hint="choose a writable path for -o") from None
         print(f"coz: wrote {args.output} ({len(lines)} panel{'s' if len(lines) != 1 else ''})",
               file=sys.stderr)
     return 0

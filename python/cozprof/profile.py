@@ -176,9 +176,11 @@ def _load_file(profile, path):
         raise CozError(f"no such profile: {path}",
                        hint="run 'coz run --- ./program' first, or name the profile file") from None
     except IsADirectoryError:
-        raise CozError(f"{path} is a directory, not a profile") from None
+        raise CozError(f"{path} is a directory, not a profile",
+                       hint="name the profile file inside it, e.g. profile.coz") from None
     except OSError as e:
-        raise CozError(f"cannot read {path}: {e.strerror}") from None
+        raise CozError(f"cannot read {path}: {e.strerror}",
+                       hint="check the file's permissions") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

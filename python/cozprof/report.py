@@ -61,7 +61,8 @@ def run(args):
             with open(args.json, "w") as f:
                 f.write(text)
         except OSError as e:
-            raise CozError(f"cannot write {args.json}: {e.strerror}") from None
+            raise CozError(f"cannot write {args.json}: {e.strerror}",
+                           hint="choose a writable path, or '--json -' for standard output") from None
         print(f"coz: wrote {args.json}", file=sys.stderr)
         return 0
     sys.stdout.write(format_report(result, limit=args.lines))
