@@ -1,0 +1,40 @@
+// The runtime's options: one table, read from COZ_* environment variables
+// (set by `coz run`), validated, with clear errors. Nothing else in the
+// runtime reads the environment.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace coz {
+
+struct Config {
+  std::string output = "profile.coz";           // COZ_OUTPUT; "%p" becomes the pid
+  std::string format = "json";                  // COZ_FORMAT: json | legacy
+  std::vector<std::string> binary_scope{"MAIN"};  // COZ_BINARY_SCOPE, tab separated
+  std::vector<std::string> source_scope{"%"};     // COZ_SOURCE_SCOPE, tab separated
+  std::vector<std::string> progress_points;       // COZ_PROGRESS_POINTS, file:line, tab separated
+  std::string fixed_line;                         // COZ_FIXED_LINE, file:line
+  int fixed_speedup = -1;                         // COZ_FIXED_SPEEDUP, percent 0-100; -1 = chosen per experiment
+  bool end_to_end = false;                        // COZ_END_TO_END
+  uint64_t sample_period_ns = 1000000;            // COZ_SAMPLE_PERIOD (1 ms)
+  uint64_t experiment_length_ns = 500000000;      // COZ_EXPERIMENT_LENGTH (0.5 s)
+  int verbose = 0;                                // COZ_VERBOSE
+  bool follow_children = false;                   // COZ_FOLLOW_CHILDREN
+  long launcher_pid = 0;                          // COZ_LAUNCHER_PID; 0 = profile whoever loads us
+};
+
+// Reads every option through `get` (getenv in the runtime, a map in tests).
+// Returns false and sets `error` to one sentence naming the variable on a bad value.
+using EnvLookup = std::function<const char*(const char*)>;
+bool parse_config(const EnvLookup& get, Config* out, std::string* error);
+
+// "%p" in an output name becomes the pid.
+std::string expand_output_name(const std::string& pattern, long pid);
+
+// Splits on tabs, dropping empty fields.
+std::vector<std::string> split_tabs(const std::string& s);
+
+}  // namespace coz

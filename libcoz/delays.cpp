@@ -1,0 +1,98 @@
+#include "delays.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
+
+namespace coz {
+
+namespace {
+
+std::atomic<PauseFn> g_pause{real_pause};
+
+uint64_t now_mono() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+// Raises the global delay to at least `value`.
+void raise_global(uint64_t value) {
+  auto& g = shared().global_delay;
+  uint64_t cur = g.load(std::memory_order_relaxed);
+  while (cur < value && !g.compare_exchange_weak(cur, value, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
+uint64_t real_pause(uint64_t ns) {
+  uint64_t start = now_mono();
+  timespec req{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
+  timespec rem;
+  // The system call itself: libc's clock_nanosleep is interposed by us.
+  while (syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &req, &rem) != 0 && errno == EINTR) req = rem;
+  return now_mono() - start;
+}
+
+void set_pause_fn(PauseFn fn) { g_pause.store(fn ? fn : real_pause); }
+
+void sync_epoch(ThreadState* t) {
+  uint64_t e = shared().epoch.load(std::memory_order_acquire);
+  if (t->epoch != e) {
+    t->epoch = e;
+    t->local_delay = shared().global_delay.load(std::memory_order_relaxed);
+    t->excess_ns = 0;
+  }
+}
+
+void add_hits(ThreadState* t, uint64_t hits) {
+  if (!hits || !shared().paying.load(std::memory_order_acquire)) return;
+  uint64_t per_hit = shared().delay_per_hit_ns.load(std::memory_order_relaxed);
+  if (!per_hit) return;
+  sync_epoch(t);
+  t->local_delay += hits * per_hit;
+  raise_global(t->local_delay);
+}
+
+void catch_up(ThreadState* t) {
+  if (!shared().paying.load(std::memory_order_acquire)) return;
+  sync_epoch(t);
+  uint64_t global = shared().global_delay.load(std::memory_order_relaxed);
+  if (global <= t->local_delay) return;
+  uint64_t owed = global - t->local_delay;
+  // Time slept beyond an earlier debt already slowed this thread down.
+  uint64_t banked = t->excess_ns < owed ? t->excess_ns : owed;
+  t->excess_ns -= banked;
+  uint64_t to_sleep = owed - banked;
+  if (to_sleep) {
+    uint64_t slept = g_pause.load(std::memory_order_relaxed)(to_sleep);
+    if (slept > to_sleep) t->excess_ns += slept - to_sleep;
+  }
+  t->local_delay += owed;
+}
+
+void pre_block(ThreadState* t) {
+  sync_epoch(t);
+  t->pre_block_global = shared().global_delay.load(std::memory_order_relaxed);
+}
+
+void post_block(ThreadState* t, bool woken_by_program_thread) {
+  uint64_t before_epoch = t->epoch;
+  sync_epoch(t);
+  if (woken_by_program_thread && t->epoch == before_epoch) {
+    uint64_t global = shared().global_delay.load(std::memory_order_relaxed);
+    if (global > t->pre_block_global) t->local_delay += global - t->pre_block_global;
+  }
+  catch_up(t);
+}
+
+void inherit_delay(ThreadState* child, const ThreadState* parent) {
+  child->epoch = parent ? parent->epoch : shared().epoch.load();
+  child->local_delay = parent ? parent->local_delay : shared().global_delay.load();
+  child->excess_ns = 0;
+}
+
+}  // namespace coz

@@ -1,0 +1,45 @@
+// Virtual speedup: global and local delay counts, pausing, blocking.
+//
+// runs in signal context: no malloc, no locks, no stdio. Every function here
+// is safe to call from the owning thread's sample handler, and from the
+// interposed calls of that thread.
+//
+// Model (COZ paper, section 3): while line L is sped up by s, each sample of
+// a thread whose first in-scope frame is L adds s x period to that thread's
+// local delay; the global delay is the largest local delay. A thread whose
+// local delay is behind the global one pauses for the difference. A thread
+// woken by another is credited with the delay inserted while it waited (its
+// waker paid it before waking it); a thread that blocked on its own pays
+// after it wakes.
+#pragma once
+
+#include <cstdint>
+
+#include "thread_state.h"
+
+namespace coz {
+
+// Sleeps about `ns` nanoseconds and returns the time really slept. Replaced
+// in tests.
+using PauseFn = uint64_t (*)(uint64_t ns);
+uint64_t real_pause(uint64_t ns);  // nanosleep + CLOCK_MONOTONIC; safe in signal context
+void set_pause_fn(PauseFn fn);
+
+// Brings the thread's counts into the current experiment (a new experiment
+// forgives the debts of the previous one).
+void sync_epoch(ThreadState* t);
+
+// The thread ran the selected line `hits` times: earn the delay.
+void add_hits(ThreadState* t, uint64_t hits);
+
+// Pays what the thread owes: pauses global - local (less banked excess).
+void catch_up(ThreadState* t);
+
+// Around a blocking call.
+void pre_block(ThreadState* t);
+void post_block(ThreadState* t, bool woken_by_program_thread);
+
+// A new thread starts level with its creator.
+void inherit_delay(ThreadState* child, const ThreadState* parent);
+
+}  // namespace coz

@@ -1,0 +1,253 @@
+#include "experiment.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <ctime>
+
+#include "rawlog.h"
+
+namespace coz {
+
+namespace {
+
+constexpr uint64_t kSliceNs = 10000000;    // 10 ms: how often samples are drained
+constexpr uint64_t kCoolOffNs = 10000000;  // 10 ms of paying debts between experiments
+
+uint64_t now_mono() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+uint64_t now_real() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+// Waits while *word == expected, for at most ns. Safe to pair with a
+// futex wake from a signal handler.
+void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, uint64_t ns) {
+  timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, &ts, nullptr, 0);
+}
+
+void futex_wake(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+}
+
+}  // namespace
+
+int choose_speedup(uint32_t draw) {
+  if (draw & 1) return 0;
+  return static_cast<int>(((draw >> 1) % 20) + 1) * 5;
+}
+
+uint64_t adapt_length(uint64_t current_ns, uint64_t initial_ns, uint64_t min_visits, bool any_point) {
+  if (!any_point) return current_ns;
+  if (min_visits < kMinVisits) return std::min<uint64_t>(current_ns * 2, 64 * initial_ns);
+  if (min_visits > 40 * kMinVisits && current_ns / 2 >= initial_ns) return current_ns / 2;
+  return current_ns;
+}
+
+Profiler::Profiler(const Config& config, LineMap* lines, ProfileWriter* writer, ProfilerHooks hooks)
+    : config_(config),
+      lines_(lines),
+      writer_(writer),
+      hooks_(std::move(hooks)),
+      rng_(static_cast<uint32_t>(now_real() ^ static_cast<uint64_t>(getpid()))),
+      length_ns_(config.experiment_length_ns) {}
+
+void Profiler::set_fixed(const Line* line, std::vector<AddrRange> ranges) {
+  fixed_ = line;
+  fixed_ranges_ = std::move(ranges);
+}
+
+void Profiler::request_stop(const char* reason) {
+  const char* expected = nullptr;
+  pending_reason_.compare_exchange_strong(expected, reason);
+  stop_word_.store(1, std::memory_order_release);
+  futex_wake(&stop_word_);
+}
+
+bool Profiler::wait_final(uint64_t timeout_ns) {
+  uint64_t deadline = now_mono() + timeout_ns;
+  while (!final_written_.load(std::memory_order_acquire)) {
+    uint64_t now = now_mono();
+    if (now >= deadline) return false;
+    futex_wait(&final_written_, 0, std::min<uint64_t>(deadline - now, 1000000));
+  }
+  return true;
+}
+
+void Profiler::wait_slice(uint64_t ns) {
+  if (!stopping()) futex_wait(&stop_word_, 0, ns);
+}
+
+const Line* Profiler::symbolize(const SampleSlot& slot) {
+  for (uint32_t i = 0; i < slot.n; i++) {
+    uintptr_t pc = slot.pcs[i];
+    auto it = pc_cache_.find(pc);
+    const Line* l;
+    if (it != pc_cache_.end()) {
+      l = it->second;
+    } else {
+      l = lines_->lookup(pc);
+      if (pc_cache_.size() > (1u << 20)) pc_cache_.clear();
+      pc_cache_.emplace(pc, l);
+    }
+    if (l) return l;
+  }
+  return nullptr;
+}
+
+void Profiler::drain() {
+  hooks_.for_each_thread([&](ThreadState* t) {
+    uint32_t head = t->ring_head.load(std::memory_order_acquire);
+    uint32_t tail = t->ring_tail.load(std::memory_order_relaxed);
+    for (; tail != head; tail++) {
+      const Line* l = symbolize(t->ring[tail % kRingSlots]);
+      if (l) {
+        counts_since_write_[l]++;
+        recent_.add(l);
+      } else {
+        shared().out_of_scope.fetch_add(1, std::memory_order_relaxed);
+      }
+      t->ring_tail.store(tail + 1, std::memory_order_release);
+    }
+  });
+}
+
+void Profiler::run_one_experiment(const Line* line, const std::vector<AddrRange>& ranges, int speedup) {
+  Shared& s = shared();
+  const RangeSet* set = make_range_set(ranges);
+  ProgressTotals before = progress().totals();
+  s.delay_per_hit_ns.store(config_.sample_period_ns * static_cast<uint64_t>(speedup) / 100);
+  s.selected_samples.store(0);
+  s.epoch.fetch_add(1, std::memory_order_acq_rel);
+  uint64_t g0 = s.global_delay.load();
+  s.paying.store(true, std::memory_order_release);
+  s.selected.store(set, std::memory_order_release);
+  uint64_t t0 = now_mono();
+
+  bool end_to_end = config_.end_to_end;
+  while (!stopping()) {
+    uint64_t elapsed = now_mono() - t0;
+    if (!end_to_end && elapsed >= length_ns_) break;
+    wait_slice(end_to_end ? kSliceNs : std::min(kSliceNs, length_ns_ - elapsed));
+    drain();
+  }
+
+  uint64_t t1 = now_mono();
+  s.selected.store(nullptr, std::memory_order_release);
+  uint64_t g1 = s.global_delay.load();
+  ProgressTotals after = progress().totals();
+
+  ExperimentRecord r;
+  r.selected = line->name();
+  r.speedup_percent = speedup;
+  r.wall_ns = t1 - t0;
+  r.delay_ns = g1 - g0;
+  r.duration_ns = r.wall_ns > r.delay_ns ? r.wall_ns - r.delay_ns : 0;
+  r.selected_samples = s.selected_samples.load();
+  r.partial = stopping();
+  r.progress = ProgressRegistry::deltas(before, after);
+  if (end_to_end) {
+    PointDelta d;
+    d.name = "end-to-end";
+    d.delta = 1;
+    r.progress.push_back(d);
+  }
+  writer_->experiment(r);
+  experiments_++;
+  if (config_.verbose)
+    raw_log("experiment %lu: %s at %d%%, %lu ms, %lu selected samples", static_cast<unsigned long>(experiments_),
+            r.selected.c_str(), speedup, static_cast<unsigned long>(r.wall_ns / 1000000),
+            static_cast<unsigned long>(r.selected_samples));
+
+  uint64_t min_visits = UINT64_MAX;
+  bool any = false;
+  for (const PointDelta& d : r.progress) {
+    uint64_t v = d.latency ? d.arrivals : d.delta;
+    min_visits = std::min(min_visits, v);
+    any = true;
+  }
+  length_ns_ = adapt_length(length_ns_, config_.experiment_length_ns, min_visits, any);
+}
+
+void Profiler::write_periodic() {
+  std::vector<std::pair<std::string, uint64_t>> counts;
+  counts.reserve(counts_since_write_.size());
+  for (auto& c : counts_since_write_) counts.emplace_back(c.first->name(), c.second);
+  std::sort(counts.begin(), counts.end());
+  counts_since_write_.clear();
+  uint64_t oos = shared().out_of_scope.load();
+  writer_->samples(counts, oos - out_of_scope_written_);
+  out_of_scope_written_ = oos;
+  uint64_t elapsed = now_mono() - start_mono_;
+  uint64_t delay = shared().global_delay.load();
+  writer_->runtime(elapsed > delay ? elapsed - delay : 0);
+}
+
+void Profiler::write_final() {
+  drain();
+  write_periodic();
+  ShutdownRecord r;
+  r.time_ns = now_real();
+  const char* reason = pending_reason_.load();
+  r.reason = reason ? reason : "exit";
+  hooks_.for_each_thread([&](ThreadState* t) {
+    r.samples += t->samples.load();
+    r.lost_records += t->lost_records.load();
+    r.dropped_samples += t->dropped_samples.load();
+  });
+  r.experiments = experiments_;
+  if (progress().empty()) {
+    std::string msg =
+        "no progress point was reached: add COZ_PROGRESS to the program (include <coz.h>), "
+        "or give --progress file:line or --end-to-end";
+    raw_log("warning: %s", msg.c_str());
+    writer_->warning("no-progress-point", msg);
+  }
+  writer_->shutdown(r);
+  final_written_.store(1, std::memory_order_release);
+  futex_wake(&final_written_);
+}
+
+void Profiler::run() {
+  Shared& s = shared();
+  // Say early when something in scope cannot be mapped to lines.
+  for (const std::string& path : lines_->objects_without_debug_info()) {
+    std::string msg = path + " has no debug information: rebuild it with -g (or install its debug symbols), "
+                             "or choose other binaries with --binary-scope";
+    raw_log("warning: %s", msg.c_str());
+    writer_->warning("no-debug-info", msg);
+  }
+
+  while (!stopping()) {
+    drain();
+    const Line* line = fixed_ ? fixed_ : recent_.pick(static_cast<uint32_t>(rng_()));
+    if (!line) {
+      wait_slice(kSliceNs);
+      continue;
+    }
+    std::vector<AddrRange> ranges = fixed_ ? fixed_ranges_ : lines_->ranges_of(line);
+    int speedup = config_.fixed_speedup >= 0 ? config_.fixed_speedup : choose_speedup(static_cast<uint32_t>(rng_()));
+    run_one_experiment(line, ranges, speedup);
+    if (config_.end_to_end || stopping()) break;
+    write_periodic();
+    // Cool off: no line selected, threads still pay what they owe.
+    wait_slice(kCoolOffNs);
+    s.paying.store(false, std::memory_order_release);
+  }
+  s.paying.store(false, std::memory_order_release);
+  s.selected.store(nullptr, std::memory_order_release);
+  write_final();
+}
+
+}  // namespace coz

@@ -1,0 +1,106 @@
+// The profiler thread: symbolizes samples off the hot path, chooses a line
+// and a speedup per experiment, runs the experiment, writes it, cools off.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "config.h"
+#include "line_map.h"
+#include "profile_writer.h"
+#include "progress.h"
+#include "thread_state.h"
+
+namespace coz {
+
+// Speedup in percent for one experiment: 0 with probability 1/2 (the
+// baseline every other speedup is compared with), else uniform over 5..100
+// in steps of 5. `draw` is uniform over [0, 2^32).
+int choose_speedup(uint32_t draw);
+
+// Next experiment length: doubled when the least-visited progress point saw
+// fewer than kMinVisits visits, halved (never below the initial length) when
+// it saw more than 40x that.
+constexpr uint64_t kMinVisits = 5;
+uint64_t adapt_length(uint64_t current_ns, uint64_t initial_ns, uint64_t min_visits, bool any_point);
+
+// Recently sampled in-scope lines; choosing uniformly among the entries
+// chooses lines in proportion to their recent samples.
+class RecentLines {
+ public:
+  explicit RecentLines(size_t capacity = 512) : slots_(capacity, nullptr) {}
+  void add(const Line* l) {
+    slots_[next_++ % slots_.size()] = l;
+    if (size_ < slots_.size()) size_++;
+  }
+  const Line* pick(uint32_t draw) const { return size_ ? slots_[draw % size_] : nullptr; }
+  size_t size() const { return size_; }
+
+ private:
+  std::vector<const Line*> slots_;
+  size_t next_ = 0;
+  size_t size_ = 0;
+};
+
+// What the profiler thread needs from the rest of the runtime.
+struct ProfilerHooks {
+  // Calls fn for each thread state (live or exited but not yet recycled),
+  // then recycles the exited ones once drained.
+  std::function<void(const std::function<void(ThreadState*)>&)> for_each_thread;
+};
+
+class Profiler {
+ public:
+  Profiler(const Config& config, LineMap* lines, ProfileWriter* writer, ProfilerHooks hooks);
+
+  // Runs in a thread created by the runtime, with every signal blocked.
+  void run();
+
+  // From any context, including a signal handler: asks the loop to end.
+  void request_stop(const char* reason);
+  // Waits up to timeout for the final records; true when they are written.
+  bool wait_final(uint64_t timeout_ns);
+  bool final_written() const { return final_written_.load() != 0; }
+
+  // For the fixed-line mode: resolved before main.
+  void set_fixed(const Line* line, std::vector<AddrRange> ranges);
+  void set_start_time(uint64_t mono_ns) { start_mono_ = mono_ns; }
+
+  uint64_t experiments() const { return experiments_; }
+
+ private:
+  void drain();
+  void wait_slice(uint64_t ns);
+  bool stopping() const { return stop_word_.load(std::memory_order_acquire) != 0; }
+  void run_one_experiment(const Line* line, const std::vector<AddrRange>& ranges, int speedup);
+  void write_periodic();
+  void write_final();
+  const Line* symbolize(const SampleSlot& slot);
+
+  Config config_;
+  LineMap* lines_;
+  ProfileWriter* writer_;
+  ProfilerHooks hooks_;
+  std::mt19937 rng_;
+  RecentLines recent_;
+  std::unordered_map<uintptr_t, const Line*> pc_cache_;
+  std::unordered_map<const Line*, uint64_t> counts_since_write_;
+  uint64_t out_of_scope_written_ = 0;
+  uint64_t samples_written_ = 0;
+  const Line* fixed_ = nullptr;
+  std::vector<AddrRange> fixed_ranges_;
+  uint64_t length_ns_;
+  uint64_t total_delay_ns_ = 0;
+  uint64_t start_mono_ = 0;
+  uint64_t experiments_ = 0;
+  std::atomic<uint32_t> stop_word_{0};
+  std::atomic<uint32_t> final_written_{0};
+  std::atomic<const char*> pending_reason_{nullptr};
+};
+
+}  // namespace coz

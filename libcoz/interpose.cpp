@@ -1,0 +1,372 @@
+// Every libc/pthread symbol the runtime overrides, each a thin wrapper:
+// pre-hook, the original call, post-hook. The comment on each says what the
+// call means for virtual speedup:
+//   wake   - may release another thread: pay own delays first (hook_wake)
+//   block  - may wait for another thread: credited with the delays inserted
+//            meanwhile when another program thread released it (pre/post block)
+//   self   - waits on its own (time, I/O): pays its debt after it wakes
+// Logic lives in runtime.cpp and delays.cpp, never here.
+#include <dlfcn.h>
+#include <poll.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "real.h"
+#include "runtime.h"
+
+#define COZ_EXPORT extern "C" __attribute__((visibility("default")))
+
+using coz::hook_post_block;
+using coz::hook_pre_block;
+using coz::hook_wake;
+
+// Runs `call` as a blocking call; `woken` is an expression of `rc` telling
+// whether another program thread released this one.
+#define COZ_BLOCK(call, woken) \
+  ({                           \
+    hook_pre_block();          \
+    auto rc = (call);          \
+    hook_post_block(woken);    \
+    rc;                        \
+  })
+#define COZ_SELF_BLOCK(call) COZ_BLOCK(call, false)
+
+// glibc keeps the pre-2.3.2 condition variables under the default-less name.
+#define COND_VERSION "GLIBC_2.3.2"
+
+COZ_REAL_FN(pthread_create, nullptr)
+COZ_REAL_FN(pthread_exit, nullptr)
+COZ_REAL_FN(pthread_join, nullptr)
+COZ_REAL_FN(pthread_tryjoin_np, nullptr)
+COZ_REAL_FN(pthread_timedjoin_np, nullptr)
+COZ_REAL_FN(pthread_clockjoin_np, nullptr)
+COZ_REAL_FN(pthread_mutex_lock, nullptr)
+COZ_REAL_FN(pthread_mutex_trylock, nullptr)
+COZ_REAL_FN(pthread_mutex_timedlock, nullptr)
+COZ_REAL_FN(pthread_mutex_clocklock, nullptr)
+COZ_REAL_FN(pthread_mutex_unlock, nullptr)
+COZ_REAL_FN(pthread_cond_wait, COND_VERSION)
+COZ_REAL_FN(pthread_cond_timedwait, COND_VERSION)
+COZ_REAL_FN(pthread_cond_clockwait, nullptr)
+COZ_REAL_FN(pthread_cond_signal, COND_VERSION)
+COZ_REAL_FN(pthread_cond_broadcast, COND_VERSION)
+COZ_REAL_FN(pthread_barrier_wait, nullptr)
+COZ_REAL_FN(pthread_rwlock_rdlock, nullptr)
+COZ_REAL_FN(pthread_rwlock_tryrdlock, nullptr)
+COZ_REAL_FN(pthread_rwlock_timedrdlock, nullptr)
+COZ_REAL_FN(pthread_rwlock_clockrdlock, nullptr)
+COZ_REAL_FN(pthread_rwlock_wrlock, nullptr)
+COZ_REAL_FN(pthread_rwlock_trywrlock, nullptr)
+COZ_REAL_FN(pthread_rwlock_timedwrlock, nullptr)
+COZ_REAL_FN(pthread_rwlock_clockwrlock, nullptr)
+COZ_REAL_FN(pthread_rwlock_unlock, nullptr)
+COZ_REAL_FN(sem_wait, nullptr)
+COZ_REAL_FN(sem_timedwait, nullptr)
+COZ_REAL_FN(sem_clockwait, nullptr)
+COZ_REAL_FN(sem_trywait, nullptr)
+COZ_REAL_FN(sem_post, nullptr)
+COZ_REAL_FN(sigwait, nullptr)
+COZ_REAL_FN(sigwaitinfo, nullptr)
+COZ_REAL_FN(sigtimedwait, nullptr)
+COZ_REAL_FN(sigsuspend, nullptr)
+COZ_REAL_FN(pause, nullptr)
+COZ_REAL_FN(kill, nullptr)
+COZ_REAL_FN(raise, nullptr)
+COZ_REAL_FN(pthread_kill, nullptr)
+COZ_REAL_FN(pthread_sigqueue, nullptr)
+COZ_REAL_FN(sigqueue, nullptr)
+COZ_REAL_FN(sigaction, nullptr)
+COZ_REAL_FN(signal, nullptr)
+COZ_REAL_FN(sigprocmask, nullptr)
+COZ_REAL_FN(pthread_sigmask, nullptr)
+COZ_REAL_FN(nanosleep, nullptr)
+COZ_REAL_FN(clock_nanosleep, nullptr)
+COZ_REAL_FN(usleep, nullptr)
+COZ_REAL_FN(sleep, nullptr)
+COZ_REAL_FN(read, nullptr)
+COZ_REAL_FN(write, nullptr)
+COZ_REAL_FN(recv, nullptr)
+COZ_REAL_FN(recvfrom, nullptr)
+COZ_REAL_FN(recvmsg, nullptr)
+COZ_REAL_FN(send, nullptr)
+COZ_REAL_FN(sendto, nullptr)
+COZ_REAL_FN(sendmsg, nullptr)
+COZ_REAL_FN(accept, nullptr)
+COZ_REAL_FN(accept4, nullptr)
+COZ_REAL_FN(connect, nullptr)
+COZ_REAL_FN(poll, nullptr)
+COZ_REAL_FN(ppoll, nullptr)
+COZ_REAL_FN(select, nullptr)
+COZ_REAL_FN(pselect, nullptr)
+COZ_REAL_FN(epoll_wait, nullptr)
+COZ_REAL_FN(epoll_pwait, nullptr)
+COZ_REAL_FN(dlopen, nullptr)
+COZ_REAL_FN(_exit, nullptr)
+COZ_REAL_FN(_Exit, nullptr)
+
+// ---- threads ----
+
+// wake: the new thread starts level with its creator.
+COZ_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*fn)(void*), void* arg) {
+  coz::runtime_init();  // a thread created by a constructor that ran before ours
+  hook_wake();
+  coz::ThreadStart* start = coz::prepare_thread(fn, arg);
+  int rc = real_pthread_create()(thread, attr, coz::thread_trampoline, start);
+  if (rc != 0) coz::discard_thread_start(start);
+  return rc;
+}
+// wake: joiners of this thread are released.
+COZ_EXPORT void pthread_exit(void* value) {
+  hook_wake();
+  real_pthread_exit()(value);
+  __builtin_unreachable();
+}
+// block: released when the other thread ends.
+COZ_EXPORT int pthread_join(pthread_t t, void** value) { return COZ_BLOCK(real_pthread_join()(t, value), rc == 0); }
+// never blocks: nothing to account.
+COZ_EXPORT int pthread_tryjoin_np(pthread_t t, void** value) noexcept { return real_pthread_tryjoin_np()(t, value); }
+// block, bounded by a timeout.
+COZ_EXPORT int pthread_timedjoin_np(pthread_t t, void** value, const struct timespec* abstime) {
+  return COZ_BLOCK(real_pthread_timedjoin_np()(t, value, abstime), rc == 0);
+}
+COZ_EXPORT int pthread_clockjoin_np(pthread_t t, void** value, clockid_t clock, const struct timespec* abstime) {
+  return COZ_BLOCK(real_pthread_clockjoin_np()(t, value, clock, abstime), rc == 0);
+}
+
+// ---- mutexes ----
+
+// block: released by the holder's unlock.
+COZ_EXPORT int pthread_mutex_lock(pthread_mutex_t* m) noexcept {
+  return COZ_BLOCK(real_pthread_mutex_lock()(m), rc == 0);
+}
+// never blocks: nothing to account.
+COZ_EXPORT int pthread_mutex_trylock(pthread_mutex_t* m) noexcept { return real_pthread_mutex_trylock()(m); }
+// block, bounded by a timeout.
+COZ_EXPORT int pthread_mutex_timedlock(pthread_mutex_t* m, const struct timespec* abstime) noexcept {
+  return COZ_BLOCK(real_pthread_mutex_timedlock()(m, abstime), rc == 0);
+}
+COZ_EXPORT int pthread_mutex_clocklock(pthread_mutex_t* m, clockid_t clock, const struct timespec* abstime) noexcept {
+  return COZ_BLOCK(real_pthread_mutex_clocklock()(m, clock, abstime), rc == 0);
+}
+// wake: a waiter may take the lock.
+COZ_EXPORT int pthread_mutex_unlock(pthread_mutex_t* m) noexcept {
+  hook_wake();
+  return real_pthread_mutex_unlock()(m);
+}
+
+// ---- condition variables ----
+
+// wake (the mutex is released), then block until signalled.
+COZ_EXPORT int pthread_cond_wait(pthread_cond_t* c, pthread_mutex_t* m) {
+  hook_wake();
+  return COZ_BLOCK(real_pthread_cond_wait()(c, m), rc == 0);
+}
+COZ_EXPORT int pthread_cond_timedwait(pthread_cond_t* c, pthread_mutex_t* m, const struct timespec* abstime) {
+  hook_wake();
+  return COZ_BLOCK(real_pthread_cond_timedwait()(c, m, abstime), rc == 0);
+}
+COZ_EXPORT int pthread_cond_clockwait(pthread_cond_t* c, pthread_mutex_t* m, clockid_t clock,
+                                      const struct timespec* abstime) {
+  hook_wake();
+  return COZ_BLOCK(real_pthread_cond_clockwait()(c, m, clock, abstime), rc == 0);
+}
+// wake.
+COZ_EXPORT int pthread_cond_signal(pthread_cond_t* c) noexcept {
+  hook_wake();
+  return real_pthread_cond_signal()(c);
+}
+COZ_EXPORT int pthread_cond_broadcast(pthread_cond_t* c) noexcept {
+  hook_wake();
+  return real_pthread_cond_broadcast()(c);
+}
+
+// ---- barriers ----
+
+// wake (the last arrival releases all), and block until all arrive.
+COZ_EXPORT int pthread_barrier_wait(pthread_barrier_t* b) noexcept {
+  hook_wake();
+  return COZ_BLOCK(real_pthread_barrier_wait()(b), true);
+}
+
+// ---- read-write locks ----
+
+// block: released by a writer's (or the last reader's) unlock.
+COZ_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t* l) noexcept {
+  return COZ_BLOCK(real_pthread_rwlock_rdlock()(l), rc == 0);
+}
+COZ_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t* l) noexcept {
+  return COZ_BLOCK(real_pthread_rwlock_wrlock()(l), rc == 0);
+}
+// never block: nothing to account.
+COZ_EXPORT int pthread_rwlock_tryrdlock(pthread_rwlock_t* l) noexcept { return real_pthread_rwlock_tryrdlock()(l); }
+COZ_EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t* l) noexcept { return real_pthread_rwlock_trywrlock()(l); }
+// block, bounded by a timeout.
+COZ_EXPORT int pthread_rwlock_timedrdlock(pthread_rwlock_t* l, const struct timespec* t) noexcept {
+  return COZ_BLOCK(real_pthread_rwlock_timedrdlock()(l, t), rc == 0);
+}
+COZ_EXPORT int pthread_rwlock_timedwrlock(pthread_rwlock_t* l, const struct timespec* t) noexcept {
+  return COZ_BLOCK(real_pthread_rwlock_timedwrlock()(l, t), rc == 0);
+}
+COZ_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t* l, clockid_t c, const struct timespec* t) noexcept {
+  return COZ_BLOCK(real_pthread_rwlock_clockrdlock()(l, c, t), rc == 0);
+}
+COZ_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t* l, clockid_t c, const struct timespec* t) noexcept {
+  return COZ_BLOCK(real_pthread_rwlock_clockwrlock()(l, c, t), rc == 0);
+}
+// wake.
+COZ_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t* l) noexcept {
+  hook_wake();
+  return real_pthread_rwlock_unlock()(l);
+}
+
+// ---- POSIX semaphores ----
+
+// block: released by sem_post.
+COZ_EXPORT int sem_wait(sem_t* s) { return COZ_BLOCK(real_sem_wait()(s), rc == 0); }
+COZ_EXPORT int sem_timedwait(sem_t* s, const struct timespec* t) { return COZ_BLOCK(real_sem_timedwait()(s, t), rc == 0); }
+COZ_EXPORT int sem_clockwait(sem_t* s, clockid_t c, const struct timespec* t) {
+  return COZ_BLOCK(real_sem_clockwait()(s, c, t), rc == 0);
+}
+// never blocks: nothing to account.
+COZ_EXPORT int sem_trywait(sem_t* s) noexcept { return real_sem_trywait()(s); }
+// wake.
+COZ_EXPORT int sem_post(sem_t* s) noexcept {
+  hook_wake();
+  return real_sem_post()(s);
+}
+
+// ---- signals as synchronization ----
+
+// block: released by a signal, usually sent by another thread of the program.
+COZ_EXPORT int sigwait(const sigset_t* set, int* sig) { return COZ_BLOCK(real_sigwait()(set, sig), rc == 0); }
+COZ_EXPORT int sigwaitinfo(const sigset_t* set, siginfo_t* info) {
+  return COZ_BLOCK(real_sigwaitinfo()(set, info), rc > 0);
+}
+COZ_EXPORT int sigtimedwait(const sigset_t* set, siginfo_t* info, const struct timespec* t) {
+  return COZ_BLOCK(real_sigtimedwait()(set, info, t), rc > 0);
+}
+COZ_EXPORT int sigsuspend(const sigset_t* mask) { return COZ_BLOCK(real_sigsuspend()(mask), true); }
+COZ_EXPORT int pause() { return COZ_BLOCK(real_pause()(), true); }
+// wake: the signal may release a waiting thread of this process.
+COZ_EXPORT int kill(pid_t pid, int sig) noexcept {
+  hook_wake();
+  return real_kill()(pid, sig);
+}
+COZ_EXPORT int raise(int sig) noexcept {
+  hook_wake();
+  return real_raise()(sig);
+}
+COZ_EXPORT int pthread_kill(pthread_t t, int sig) noexcept {
+  hook_wake();
+  return real_pthread_kill()(t, sig);
+}
+COZ_EXPORT int pthread_sigqueue(pthread_t t, int sig, const union sigval v) noexcept {
+  hook_wake();
+  return real_pthread_sigqueue()(t, sig, v);
+}
+COZ_EXPORT int sigqueue(pid_t pid, int sig, const union sigval v) noexcept {
+  hook_wake();
+  return real_sigqueue()(pid, sig, v);
+}
+
+// ---- signal dispositions and masks: the program sees only its own ----
+
+COZ_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
+  if (sig > 0 && sig < _NSIG && coz::signal_is_virtualized(sig)) return coz::virtual_sigaction(sig, act, old);
+  return real_sigaction()(sig, act, old);
+}
+COZ_EXPORT sighandler_t signal(int sig, sighandler_t handler) noexcept {
+  if (!(sig > 0 && sig < _NSIG && coz::signal_is_virtualized(sig))) return real_signal()(sig, handler);
+  struct sigaction act, old;
+  act.sa_handler = handler;
+  act.sa_flags = SA_RESTART;  // BSD semantics, as glibc's signal()
+  sigemptyset(&act.sa_mask);
+  sigaddset(&act.sa_mask, sig);
+  if (coz::virtual_sigaction(sig, &act, &old) != 0) return SIG_ERR;
+  return old.sa_handler;
+}
+COZ_EXPORT int sigprocmask(int how, const sigset_t* set, sigset_t* old) noexcept {
+  return coz::virtual_sigmask(real_sigprocmask(), how, set, old);
+}
+COZ_EXPORT int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) noexcept {
+  return coz::virtual_sigmask(real_pthread_sigmask(), how, set, old);
+}
+
+// ---- sleeps: self ----
+
+COZ_EXPORT int nanosleep(const struct timespec* req, struct timespec* rem) {
+  return COZ_SELF_BLOCK(real_nanosleep()(req, rem));
+}
+COZ_EXPORT int clock_nanosleep(clockid_t clock, int flags, const struct timespec* req, struct timespec* rem) {
+  return COZ_SELF_BLOCK(real_clock_nanosleep()(clock, flags, req, rem));
+}
+COZ_EXPORT int usleep(useconds_t us) { return COZ_SELF_BLOCK(real_usleep()(us)); }
+COZ_EXPORT unsigned int sleep(unsigned int s) { return COZ_SELF_BLOCK(real_sleep()(s)); }
+
+// ---- blocking I/O: self (the other end may be outside the program) ----
+
+COZ_EXPORT ssize_t read(int fd, void* buf, size_t n) { return COZ_SELF_BLOCK(real_read()(fd, buf, n)); }
+COZ_EXPORT ssize_t write(int fd, const void* buf, size_t n) { return COZ_SELF_BLOCK(real_write()(fd, buf, n)); }
+COZ_EXPORT ssize_t recv(int fd, void* buf, size_t n, int flags) { return COZ_SELF_BLOCK(real_recv()(fd, buf, n, flags)); }
+COZ_EXPORT ssize_t recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, socklen_t* len) {
+  return COZ_SELF_BLOCK(real_recvfrom()(fd, buf, n, flags, addr, len));
+}
+COZ_EXPORT ssize_t recvmsg(int fd, struct msghdr* msg, int flags) { return COZ_SELF_BLOCK(real_recvmsg()(fd, msg, flags)); }
+COZ_EXPORT ssize_t send(int fd, const void* buf, size_t n, int flags) {
+  return COZ_SELF_BLOCK(real_send()(fd, buf, n, flags));
+}
+COZ_EXPORT ssize_t sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr, socklen_t len) {
+  return COZ_SELF_BLOCK(real_sendto()(fd, buf, n, flags, addr, len));
+}
+COZ_EXPORT ssize_t sendmsg(int fd, const struct msghdr* msg, int flags) {
+  return COZ_SELF_BLOCK(real_sendmsg()(fd, msg, flags));
+}
+COZ_EXPORT int accept(int fd, struct sockaddr* addr, socklen_t* len) { return COZ_SELF_BLOCK(real_accept()(fd, addr, len)); }
+COZ_EXPORT int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
+  return COZ_SELF_BLOCK(real_accept4()(fd, addr, len, flags));
+}
+COZ_EXPORT int connect(int fd, const struct sockaddr* addr, socklen_t len) {
+  return COZ_SELF_BLOCK(real_connect()(fd, addr, len));
+}
+COZ_EXPORT int poll(struct pollfd* fds, nfds_t n, int timeout) { return COZ_SELF_BLOCK(real_poll()(fds, n, timeout)); }
+COZ_EXPORT int ppoll(struct pollfd* fds, nfds_t n, const struct timespec* t, const sigset_t* mask) {
+  return COZ_SELF_BLOCK(real_ppoll()(fds, n, t, mask));
+}
+COZ_EXPORT int select(int n, fd_set* r, fd_set* w, fd_set* e, struct timeval* t) {
+  return COZ_SELF_BLOCK(real_select()(n, r, w, e, t));
+}
+COZ_EXPORT int pselect(int n, fd_set* r, fd_set* w, fd_set* e, const struct timespec* t, const sigset_t* mask) {
+  return COZ_SELF_BLOCK(real_pselect()(n, r, w, e, t, mask));
+}
+COZ_EXPORT int epoll_wait(int fd, struct epoll_event* ev, int n, int timeout) {
+  return COZ_SELF_BLOCK(real_epoll_wait()(fd, ev, n, timeout));
+}
+COZ_EXPORT int epoll_pwait(int fd, struct epoll_event* ev, int n, int timeout, const sigset_t* mask) {
+  return COZ_SELF_BLOCK(real_epoll_pwait()(fd, ev, n, timeout, mask));
+}
+
+// ---- libraries and exit ----
+
+// New code may enter the binary scope.
+COZ_EXPORT void* dlopen(const char* file, int flags) noexcept {
+  void* handle = real_dlopen()(file, flags);
+  if (handle) coz::on_objects_loaded();
+  return handle;
+}
+// Exit without atexit handlers: write the final records first.
+COZ_EXPORT void _exit(int status) {
+  coz::on_fast_exit();
+  real__exit()(status);
+  __builtin_unreachable();
+}
+COZ_EXPORT void _Exit(int status) noexcept {
+  coz::on_fast_exit();
+  real__Exit()(status);
+  __builtin_unreachable();
+}

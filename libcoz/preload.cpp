@@ -1,0 +1,24 @@
+// The preload front end: start-up and the entry points that coz.h (ours or
+// upstream's) finds with dlsym.
+#include "progress.h"
+#include "runtime.h"
+
+#define COZ_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+// Shared libraries are initialized before the main program, so this runs
+// before the program's own constructors and sees the threads they create.
+__attribute__((constructor)) void coz_start() { coz::runtime_init(); }
+}  // namespace
+
+// The counter behind COZ_PROGRESS / COZ_PROGRESS_NAMED / COZ_BEGIN / COZ_END.
+COZ_EXPORT coz_counter_layout* _coz_get_counter(int type, const char* name) {
+  coz::RuntimeGuard guard;
+  return coz::progress().counter(type, name);
+}
+// Custom synchronization: this thread is about to wait for another.
+COZ_EXPORT void _coz_pre_block() { coz::hook_pre_block(); }
+// ... and has resumed; `woken` when another program thread released it.
+COZ_EXPORT void _coz_post_block(bool woken) { coz::hook_post_block(woken); }
+// This thread is about to release others: pay its delays first.
+COZ_EXPORT void _coz_add_delays() { coz::hook_wake(); }

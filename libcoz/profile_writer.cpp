@@ -1,0 +1,183 @@
+#include "profile_writer.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace coz {
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+namespace {
+
+std::string json_list(const std::vector<std::string>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); i++) out += (i ? "," : "") + json_string(v[i]);
+  return out + "]";
+}
+
+// Speedup as a fraction with two decimals: 35 -> "0.35", 100 -> "1.00".
+std::string fraction(int percent) {
+  char buf[16];
+  snprintf(buf, sizeof buf, "%d.%02d", percent / 100, percent % 100);
+  return buf;
+}
+
+// Legacy records cannot hold tabs or newlines in values.
+std::string legacy_value(const std::string& s) {
+  std::string out = s;
+  for (char& c : out)
+    if (c == '\t' || c == '\n') c = ' ';
+  return out;
+}
+
+}  // namespace
+
+ProfileWriter::~ProfileWriter() { close(); }
+
+bool ProfileWriter::open(const std::string& path, bool legacy, std::string* error) {
+  std::lock_guard<std::mutex> g(mu_);
+  legacy_ = legacy;
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    *error = "cannot open the profile '" + path + "' for writing: " + strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+void ProfileWriter::close() {
+  std::lock_guard<std::mutex> g(mu_);
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void ProfileWriter::emit(const std::string& record) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (fd_ < 0) return;
+  // One write for the whole record; a short write (disk full) is retried
+  // for the rest so that the record is never interleaved with another.
+  size_t off = 0;
+  while (off < record.size()) {
+    ssize_t w = ::write(fd_, record.data() + off, record.size() - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    off += static_cast<size_t>(w);
+  }
+}
+
+std::string ProfileWriter::format_startup(const StartupRecord& r) const {
+  if (legacy_) return "startup\ttime=" + std::to_string(r.time_ns) + "\n";
+  return "{\"type\":\"startup\",\"version\":1,\"time_ns\":" + std::to_string(r.time_ns) +
+         ",\"pid\":" + std::to_string(r.pid) + ",\"argv0\":" + json_string(r.argv0) +
+         ",\"mode\":" + json_string(r.mode) + ",\"sample_period_ns\":" + std::to_string(r.sample_period_ns) +
+         ",\"experiment_length_ns\":" + std::to_string(r.experiment_length_ns) +
+         ",\"sampler\":" + json_string(r.sampler) + ",\"binary_scope\":" + json_list(r.binary_scope) +
+         ",\"source_scope\":" + json_list(r.source_scope) +
+         ",\"fixed_line\":" + (r.fixed_line.empty() ? "null" : json_string(r.fixed_line)) +
+         ",\"fixed_speedup\":" + (r.fixed_speedup < 0 ? "null" : fraction(r.fixed_speedup)) + "}\n";
+}
+
+std::string ProfileWriter::format_experiment(const ExperimentRecord& r) const {
+  std::string out;
+  if (legacy_) {
+    out = "experiment\tselected=" + legacy_value(r.selected) + "\tspeedup=" + fraction(r.speedup_percent) +
+          "\tduration=" + std::to_string(r.duration_ns) + "\tselected-samples=" +
+          std::to_string(r.selected_samples) + "\n";
+    for (const PointDelta& p : r.progress) {
+      if (p.latency) {
+        out += "latency-point\tname=" + legacy_value(p.name) + "\tarrivals=" + std::to_string(p.arrivals) +
+               "\tdepartures=" + std::to_string(p.departures) + "\tdifference=" + std::to_string(p.difference) +
+               "\n";
+      } else {
+        out += "throughput-point\tname=" + legacy_value(p.name) + "\tdelta=" + std::to_string(p.delta) + "\n";
+      }
+    }
+    return out;
+  }
+  out = "{\"type\":\"experiment\",\"selected\":" + json_string(r.selected) +
+        ",\"speedup\":" + fraction(r.speedup_percent) + ",\"duration_ns\":" + std::to_string(r.duration_ns) +
+        ",\"wall_ns\":" + std::to_string(r.wall_ns) + ",\"delay_ns\":" + std::to_string(r.delay_ns) +
+        ",\"selected_samples\":" + std::to_string(r.selected_samples) +
+        ",\"partial\":" + (r.partial ? "true" : "false") + ",\"progress\":[";
+  for (size_t i = 0; i < r.progress.size(); i++) {
+    const PointDelta& p = r.progress[i];
+    out += i ? "," : "";
+    if (p.latency) {
+      out += "{\"name\":" + json_string(p.name) + ",\"kind\":\"latency\",\"arrivals\":" +
+             std::to_string(p.arrivals) + ",\"departures\":" + std::to_string(p.departures) +
+             ",\"difference\":" + std::to_string(p.difference) + "}";
+    } else {
+      out += "{\"name\":" + json_string(p.name) + ",\"kind\":\"throughput\",\"delta\":" + std::to_string(p.delta) +
+             "}";
+    }
+  }
+  return out + "]}\n";
+}
+
+std::string ProfileWriter::format_samples(const std::vector<std::pair<std::string, uint64_t>>& counts,
+                                          uint64_t out_of_scope) const {
+  std::string out;
+  if (legacy_) {
+    for (auto& c : counts)
+      out += "samples\tlocation=" + legacy_value(c.first) + "\tcount=" + std::to_string(c.second) + "\n";
+    return out;
+  }
+  out = "{\"type\":\"samples\",\"counts\":{";
+  for (size_t i = 0; i < counts.size(); i++)
+    out += (i ? "," : "") + json_string(counts[i].first) + ":" + std::to_string(counts[i].second);
+  return out + "},\"out_of_scope\":" + std::to_string(out_of_scope) + "}\n";
+}
+
+std::string ProfileWriter::format_runtime(uint64_t time_ns) const {
+  if (legacy_) return "runtime\ttime=" + std::to_string(time_ns) + "\n";
+  return "{\"type\":\"runtime\",\"time_ns\":" + std::to_string(time_ns) + "}\n";
+}
+
+std::string ProfileWriter::format_warning(const std::string& code, const std::string& message) const {
+  if (legacy_) return "";  // upstream's format has no such record
+  return "{\"type\":\"warning\",\"code\":" + json_string(code) + ",\"message\":" + json_string(message) + "}\n";
+}
+
+std::string ProfileWriter::format_shutdown(const ShutdownRecord& r) const {
+  if (legacy_) return "shutdown\ttime=" + std::to_string(r.time_ns) + "\tsamples=" + std::to_string(r.samples) + "\n";
+  return "{\"type\":\"shutdown\",\"time_ns\":" + std::to_string(r.time_ns) + ",\"reason\":" + json_string(r.reason) +
+         ",\"samples\":" + std::to_string(r.samples) + ",\"lost_records\":" + std::to_string(r.lost_records) +
+         ",\"dropped_samples\":" + std::to_string(r.dropped_samples) +
+         ",\"experiments\":" + std::to_string(r.experiments) + "}\n";
+}
+
+void ProfileWriter::startup(const StartupRecord& r) { emit(format_startup(r)); }
+void ProfileWriter::experiment(const ExperimentRecord& r) { emit(format_experiment(r)); }
+void ProfileWriter::samples(const std::vector<std::pair<std::string, uint64_t>>& counts, uint64_t out_of_scope) {
+  if (!counts.empty() || out_of_scope) emit(format_samples(counts, out_of_scope));
+}
+void ProfileWriter::runtime(uint64_t time_ns) { emit(format_runtime(time_ns)); }
+void ProfileWriter::warning(const std::string& code, const std::string& message) {
+  std::string rec = format_warning(code, message);
+  if (!rec.empty()) emit(rec);
+}
+void ProfileWriter::shutdown(const ShutdownRecord& r) { emit(format_shutdown(r)); }
+
+}  // namespace coz

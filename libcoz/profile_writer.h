@@ -1,0 +1,99 @@
+// The only code that writes the profile (format: docs/profile-format.md).
+//
+// Each record is formatted whole in memory and written with a single
+// write(2) on an O_APPEND descriptor, so it is in the file whole or not at
+// all. Thread-safe (a mutex); never to be called from a signal handler.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace coz {
+
+struct StartupRecord {
+  uint64_t time_ns = 0;
+  long pid = 0;
+  std::string argv0;
+  std::string mode;  // causal | fixed-line | end-to-end
+  uint64_t sample_period_ns = 0;
+  uint64_t experiment_length_ns = 0;
+  std::string sampler;  // perf_event | timer
+  std::vector<std::string> binary_scope;
+  std::vector<std::string> source_scope;
+  std::string fixed_line;  // empty: none
+  int fixed_speedup = -1;  // percent; -1: none
+};
+
+struct PointDelta {
+  std::string name;
+  bool latency = false;
+  uint64_t delta = 0;       // throughput visits
+  uint64_t arrivals = 0;    // latency: COZ_BEGIN visits
+  uint64_t departures = 0;  // latency: COZ_END visits
+  int64_t difference = 0;   // latency: begins - ends, in flight at the end
+};
+
+struct ExperimentRecord {
+  std::string selected;
+  int speedup_percent = 0;
+  uint64_t duration_ns = 0;
+  uint64_t wall_ns = 0;
+  uint64_t delay_ns = 0;
+  uint64_t selected_samples = 0;
+  bool partial = false;
+  std::vector<PointDelta> progress;
+};
+
+struct ShutdownRecord {
+  uint64_t time_ns = 0;
+  std::string reason;
+  uint64_t samples = 0;
+  uint64_t lost_records = 0;
+  uint64_t dropped_samples = 0;
+  uint64_t experiments = 0;
+};
+
+std::string json_string(const std::string& s);
+
+class ProfileWriter {
+ public:
+  ProfileWriter() = default;
+  ~ProfileWriter();
+  ProfileWriter(const ProfileWriter&) = delete;
+  ProfileWriter& operator=(const ProfileWriter&) = delete;
+
+  // Opens (creating, appending) `path`. On failure returns false with a sentence in *error.
+  bool open(const std::string& path, bool legacy, std::string* error);
+  bool is_open() const { return fd_ >= 0; }
+  void close();
+  // After fork: forget the parent's descriptor without touching its file.
+  void abandon() { fd_ = -1; }
+
+  void startup(const StartupRecord& r);
+  void experiment(const ExperimentRecord& r);
+  void samples(const std::vector<std::pair<std::string, uint64_t>>& counts, uint64_t out_of_scope);
+  void runtime(uint64_t time_ns);
+  void warning(const std::string& code, const std::string& message);
+  void shutdown(const ShutdownRecord& r);
+
+  // Formatting, exposed for tests.
+  std::string format_startup(const StartupRecord& r) const;
+  std::string format_experiment(const ExperimentRecord& r) const;
+  std::string format_samples(const std::vector<std::pair<std::string, uint64_t>>& counts,
+                             uint64_t out_of_scope) const;
+  std::string format_runtime(uint64_t time_ns) const;
+  std::string format_warning(const std::string& code, const std::string& message) const;
+  std::string format_shutdown(const ShutdownRecord& r) const;
+  void set_legacy(bool legacy) { legacy_ = legacy; }
+
+ private:
+  void emit(const std::string& record);
+  int fd_ = -1;
+  bool legacy_ = false;
+  std::mutex mu_;
+};
+
+}  // namespace coz

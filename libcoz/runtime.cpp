@@ -1,0 +1,564 @@
+#include "runtime.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <new>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "experiment.h"
+#include "line_map.h"
+#include "profile_writer.h"
+#include "progress.h"
+#include "rawlog.h"
+#include "real.h"
+#include "sampler.h"
+
+COZ_REAL_FN(pthread_create, nullptr)
+COZ_REAL_FN(pthread_mutex_lock, nullptr)
+COZ_REAL_FN(pthread_mutex_unlock, nullptr)
+COZ_REAL_FN(pthread_sigmask, nullptr)
+COZ_REAL_FN(sigaction, nullptr)
+
+namespace coz {
+
+__thread ThreadState* tls_state __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread int tls_in_runtime __attribute__((tls_model("initial-exec"))) = 0;
+
+namespace {
+
+enum State { kUninit, kStarting, kActive, kDormant, kStopped };
+std::atomic<int> g_state{kUninit};
+std::atomic<bool> g_shutdown_started{false};
+
+Config* g_config = nullptr;  // heap: usable whatever the order of static initialization
+LineMap* g_lines = nullptr;
+ProfileWriter* g_writer = nullptr;
+Profiler* g_profiler = nullptr;
+pid_t g_pid = 0;
+pthread_key_t g_thread_key;
+bool g_timer_announced = false;
+
+// A lock that bypasses our own interposed pthread functions.
+class InternalLock {
+ public:
+  void lock() { real_pthread_mutex_lock()(&m_); }
+  void unlock() { real_pthread_mutex_unlock()(&m_); }
+  void reinit() { new (&m_) pthread_mutex_t(PTHREAD_MUTEX_INITIALIZER); }
+
+ private:
+  pthread_mutex_t m_ = PTHREAD_MUTEX_INITIALIZER;
+};
+struct Locked {
+  explicit Locked(InternalLock& l) : l_(l) { l_.lock(); }
+  ~Locked() { l_.unlock(); }
+  InternalLock& l_;
+};
+
+// Thread registry: every tracked thread's state; exited ones are recycled
+// once the profiler thread has drained their samples.
+InternalLock g_registry_lock;
+std::vector<ThreadState*>* g_threads = nullptr;
+ThreadState* g_free = nullptr;
+
+// Objects already seen by dl_iterate_phdr, by load address.
+InternalLock g_objects_lock;
+std::set<uintptr_t>* g_seen_objects = nullptr;
+
+// Signal virtualization.
+InternalLock g_signal_lock;
+const int kTerminateSignals[] = {SIGINT, SIGTERM, SIGHUP};
+struct sigaction g_program_action[_NSIG];  // the program's view of virtualized signals
+
+uint64_t now_mono() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+uint64_t now_real() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+pid_t raw_getpid() { return static_cast<pid_t>(syscall(SYS_getpid)); }
+pid_t raw_gettid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+ThreadState* alloc_state() {
+  Locked g(g_registry_lock);
+  ThreadState* t = g_free;
+  if (t) {
+    g_free = t->next_free;
+    t->~ThreadState();
+    new (t) ThreadState();
+  } else {
+    t = new ThreadState();
+  }
+  return t;
+}
+
+void register_state(ThreadState* t) {
+  Locked g(g_registry_lock);
+  g_threads->push_back(t);
+}
+
+void for_each_thread(const std::function<void(ThreadState*)>& fn) {
+  Locked g(g_registry_lock);
+  std::vector<ThreadState*>& v = *g_threads;
+  for (ThreadState* t : v) fn(t);
+  // Recycle threads that have exited and whose samples were just drained.
+  size_t keep = 0;
+  for (ThreadState* t : v) {
+    if (t->state.load() == 2 && t->ring_head.load() == t->ring_tail.load()) {
+      t->next_free = g_free;
+      g_free = t;
+    } else {
+      v[keep++] = t;
+    }
+  }
+  v.resize(keep);
+}
+
+// Starts sampling the calling thread.
+// `inherited`: the creator already set the thread's delay counts level with its own.
+void begin_thread(ThreadState* t, bool inherited) {
+  RuntimeGuard guard;
+  if (!inherited) inherit_delay(t, nullptr);
+  std::string why;
+  SamplerKind kind = sampler_start(t, &why);
+  if (kind == SamplerKind::kTimer && !g_timer_announced) {
+    g_timer_announced = true;
+    std::string msg = why + "; sampling with per-thread CPU timers instead";
+    raw_log("warning: %s", msg.c_str());
+    if (g_writer) g_writer->warning("perf-event-refused", msg);
+  } else if (kind == SamplerKind::kNone) {
+    raw_log("warning: cannot sample thread %d: %s", static_cast<int>(t->tid), why.c_str());
+  }
+  progress().attach_thread(t);
+  register_state(t);
+  tls_state = t;
+  pthread_setspecific(g_thread_key, t);
+}
+
+// Thread-exit destructor: every way out of a thread (return, pthread_exit,
+// cancellation) passes here.
+void end_thread(void* arg) {
+  ThreadState* t = static_cast<ThreadState*>(arg);
+  if (!t || raw_getpid() != g_pid) return;
+  RuntimeGuard guard;
+  sampler_stop(t);
+  progress().detach_thread(t);
+  tls_state = nullptr;
+  t->state.store(2);
+}
+
+// Registers every object not seen yet with the line map, and publishes the
+// executable ranges of the in-scope ones to the sample handler.
+void scan_objects() {
+  Locked g(g_objects_lock);
+  Dl_info self;
+  dladdr(reinterpret_cast<void*>(&scan_objects), &self);
+  struct Ctx {
+    const char* self_name;
+    bool changed;
+    bool first;
+  } ctx{self.dli_fname, false, true};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) -> int {
+        Ctx* c = static_cast<Ctx*>(data);
+        bool is_main = c->first;
+        c->first = false;
+        const char* name = info->dlpi_name ? info->dlpi_name : "";
+        if (!is_main && (!*name || strstr(name, "linux-vdso") || strstr(name, "linux-gate"))) return 0;
+        if (c->self_name && strcmp(name, c->self_name) == 0) return 0;
+        if (!g_seen_objects->insert(info->dlpi_addr).second) return 0;
+        if (g_lines->add_object(is_main ? "" : name, info->dlpi_addr, is_main)) c->changed = true;
+        return 0;
+      },
+      &ctx);
+  if (ctx.changed) shared().scope.store(make_range_set(g_lines->in_scope_text()), std::memory_order_release);
+}
+
+// --- signals ----------------------------------------------------------------
+
+bool is_terminate_signal(int sig) {
+  for (int s : kTerminateSignals)
+    if (s == sig) return true;
+  return false;
+}
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    default: return "signal";
+  }
+}
+
+// Dies of `sig` the way the program would have without us.
+void die_by_default(int sig) {
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  real_sigaction()(sig, &dfl, nullptr);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  real_pthread_sigmask()(SIG_UNBLOCK, &set, nullptr);
+  syscall(SYS_tgkill, raw_getpid(), raw_gettid(), sig);
+}
+
+void finish(const char* reason, uint64_t timeout_ns) {
+  if (g_state.load() != kActive || g_shutdown_started.exchange(true)) return;
+  shared().paying.store(false);
+  shared().selected.store(nullptr);
+  if (g_profiler) {
+    g_profiler->request_stop(reason);
+    g_profiler->wait_final(timeout_ns);
+  }
+}
+
+// runs in signal context: SIGINT/SIGTERM/SIGHUP while the program keeps
+// their default action. Uses only futex, write and kill-family calls.
+void on_terminate_signal(int sig, siginfo_t*, void*) {
+  int saved = errno;
+  finish(signal_name(sig), 500000000ull);
+  die_by_default(sig);
+  errno = saved;
+}
+
+// runs in signal context: the sample signal. Ours when it comes from our
+// perf descriptor or timer; anything else the program sent goes to the
+// program's own handler for it.
+void on_sample_signal(int sig, siginfo_t* si, void* uc) {
+  int saved = errno;
+  ThreadState* t = tls_state;
+  if (si->si_code == SI_TIMER) {
+    if (t && t->has_timer) process_timer_sample(t, uc);
+  } else if (si->si_code == POLL_IN || si->si_code == POLL_HUP || si->si_code == POLL_MSG ||
+             si->si_code == POLL_ERR || si->si_code == POLL_PRI) {
+    if (t && si->si_fd == t->perf_fd) process_samples(t);
+  } else {
+    struct sigaction& pa = g_program_action[sig];
+    if (pa.sa_flags & SA_SIGINFO) {
+      if (pa.sa_sigaction) pa.sa_sigaction(sig, si, uc);
+    } else if (pa.sa_handler == SIG_DFL) {
+      die_by_default(sig);
+    } else if (pa.sa_handler != SIG_IGN && pa.sa_handler) {
+      pa.sa_handler(sig);
+    }
+  }
+  errno = saved;
+}
+
+void install_handler(int sig, void (*fn)(int, siginfo_t*, void*)) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = fn;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  real_sigaction()(sig, &sa, nullptr);
+}
+
+void install_signals() {
+  Locked g(g_signal_lock);
+  int ss = sample_signal();
+  real_sigaction()(ss, nullptr, &g_program_action[ss]);
+  install_handler(ss, on_sample_signal);
+  for (int sig : kTerminateSignals) {
+    real_sigaction()(sig, nullptr, &g_program_action[sig]);
+    if (!(g_program_action[sig].sa_flags & SA_SIGINFO) && g_program_action[sig].sa_handler == SIG_DFL)
+      install_handler(sig, on_terminate_signal);
+  }
+}
+
+// Gives the program back the real dispositions it asked for (a dormant child).
+void restore_signals() {
+  Locked g(g_signal_lock);
+  real_sigaction()(sample_signal(), &g_program_action[sample_signal()], nullptr);
+  for (int sig : kTerminateSignals) real_sigaction()(sig, &g_program_action[sig], nullptr);
+}
+
+// --- fork ---------------------------------------------------------------------
+
+void fork_prepare() {
+  g_registry_lock.lock();
+  g_signal_lock.lock();
+}
+void fork_parent() {
+  g_signal_lock.unlock();
+  g_registry_lock.unlock();
+}
+void fork_child() {
+  g_signal_lock.reinit();
+  g_registry_lock.reinit();
+  g_objects_lock.reinit();
+  if (g_state.load() != kActive) return;
+  // The parent's threads, events and profiler thread do not exist here.
+  for (ThreadState* t : *g_threads) sampler_forget(t);
+  g_threads->clear();
+  tls_state = nullptr;
+  shared().sampling.store(false);
+  shared().paying.store(false);
+  shared().selected.store(nullptr);
+  if (g_writer) g_writer->abandon();
+  g_state.store(kDormant);
+  restore_signals();
+  if (g_config->follow_children) {
+    // Profile the child afresh, into its own file.
+    g_state.store(kUninit);
+    g_shutdown_started.store(false);
+    runtime_init();
+  }
+}
+
+void at_exit_hook() { finish("exit", 500000000ull); }
+
+[[noreturn]] void fail_start(const std::string& message, const char* hint) {
+  raw_log("error: %s", message.c_str());
+  if (hint) raw_log("%s", hint);
+  _exit(2);
+}
+
+// A child process profiled with --follow-children writes its own file.
+std::string output_name(const Config& c, bool root) {
+  std::string out = expand_output_name(c.output, raw_getpid());
+  if (root || c.output.find("%p") != std::string::npos) return out;
+  size_t slash = out.rfind('/');
+  size_t dot = out.rfind('.');
+  std::string suffix = "." + std::to_string(raw_getpid());
+  if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) return out.insert(dot, suffix);
+  return out + suffix;
+}
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+void* profiler_main(void*) {
+  g_profiler->run();
+  return nullptr;
+}
+
+}  // namespace
+
+// --- public -------------------------------------------------------------------
+
+void runtime_init() {
+  int expected = kUninit;
+  if (!g_state.compare_exchange_strong(expected, kStarting)) return;
+  RuntimeGuard guard;
+
+  std::string error;
+  Config config;
+  if (!parse_config([](const char* name) { return getenv(name); }, &config, &error))
+    fail_start(error, "coz: set COZ_* variables through 'coz run' (see 'coz run --help')");
+  g_config = new Config(config);
+
+  bool root = config.launcher_pid == 0 || getppid() == config.launcher_pid;
+  if (!root && !config.follow_children) {
+    g_state.store(kDormant);
+    return;
+  }
+  g_pid = raw_getpid();
+  if (!g_threads) g_threads = new std::vector<ThreadState*>();
+  if (!g_seen_objects) g_seen_objects = new std::set<uintptr_t>();
+  g_seen_objects->clear();
+
+  g_writer = new ProfileWriter();
+  std::string path = output_name(config, root);
+  if (!g_writer->open(path, config.format == "legacy", &error))
+    fail_start(error, "coz: choose another file with 'coz run -o PATH'");
+
+  g_lines = new LineMap(config.binary_scope, config.source_scope);
+  scan_objects();
+
+  uint64_t start_mono = now_mono();
+  ProfilerHooks hooks{for_each_thread};
+  g_profiler = new Profiler(config, g_lines, g_writer, hooks);
+  g_profiler->set_start_time(start_mono);
+
+  auto scope_text = [&]() {
+    std::string s;
+    for (auto& p : config.binary_scope) s += (s.empty() ? "" : ", ") + p;
+    return s;
+  };
+  if (!config.fixed_line.empty()) {
+    std::vector<const Line*> found = g_lines->find(config.fixed_line);
+    if (found.empty())
+      fail_start("--fixed-line " + config.fixed_line + " matches no line with code in the binary scope (" +
+                     scope_text() + ")",
+                 "coz: check the file name and line number (a line with no code, such as a comment or a "
+                 "declaration, cannot be chosen), or widen --binary-scope");
+    std::vector<AddrRange> ranges;
+    for (const Line* l : found) {
+      std::vector<AddrRange> r = g_lines->ranges_of(l);
+      ranges.insert(ranges.end(), r.begin(), r.end());
+    }
+    g_profiler->set_fixed(found[0], ranges);
+  }
+  if (!config.progress_points.empty()) {
+    std::vector<std::pair<std::string, std::vector<uintptr_t>>> bps;
+    for (const std::string& p : config.progress_points) {
+      std::vector<const Line*> found = g_lines->find(p);
+      if (found.empty())
+        fail_start("--progress " + p + " matches no line with code in the binary scope (" + scope_text() + ")",
+                   "coz: check the file name and line number, or widen --binary-scope");
+      std::vector<AddrRange> r = g_lines->ranges_of(found[0]);
+      std::vector<uintptr_t> addrs;
+      for (const AddrRange& a : r) addrs.push_back(a.start);
+      bps.emplace_back(p, addrs);
+    }
+    if (bps.size() > static_cast<size_t>(ThreadState::kMaxBreakpoints))
+      fail_start("at most 4 --progress points can be counted with hardware breakpoints", nullptr);
+    progress().set_breakpoints(bps);
+  }
+  if (!shared().scope.load())
+    raw_log("warning: the binary scope (%s) matches no loaded object; nothing will be profiled",
+            scope_text().c_str());
+
+  SamplerSettings settings;
+  settings.period_ns = config.sample_period_ns;
+  sampler_configure(settings);
+  pthread_key_create(&g_thread_key, end_thread);
+  install_signals();
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+
+  shared().sampling.store(true);
+  ThreadState* main_state = alloc_state();
+  begin_thread(main_state, false);
+
+  StartupRecord sr;
+  sr.time_ns = now_real();
+  sr.pid = g_pid;
+  sr.argv0 = self_exe();
+  sr.mode = config.end_to_end ? "end-to-end" : config.fixed_line.empty() ? "causal" : "fixed-line";
+  sr.sample_period_ns = config.sample_period_ns;
+  sr.experiment_length_ns = config.experiment_length_ns;
+  sr.sampler = sampler_uses_timer() ? "timer" : "perf_event";
+  sr.binary_scope = config.binary_scope;
+  sr.source_scope = config.source_scope;
+  sr.fixed_line = config.fixed_line;
+  sr.fixed_speedup = config.fixed_speedup;
+  g_writer->startup(sr);
+
+  // The profiler thread takes no signal of the program's.
+  sigset_t all, old;
+  sigfillset(&all);
+  real_pthread_sigmask()(SIG_SETMASK, &all, &old);
+  pthread_t tid;
+  int rc = real_pthread_create()(&tid, nullptr, profiler_main, nullptr);
+  real_pthread_sigmask()(SIG_SETMASK, &old, nullptr);
+  if (rc != 0) fail_start(std::string("cannot start the profiler thread: ") + strerror(rc), nullptr);
+  pthread_detach(tid);
+
+  g_state.store(kActive);
+  atexit(at_exit_hook);
+}
+
+struct ThreadStart {
+  void* (*fn)(void*);
+  void* arg;
+  ThreadState* state;
+};
+
+ThreadStart* prepare_thread(void* (*fn)(void*), void* arg) {
+  ThreadStart* s = new ThreadStart{fn, arg, nullptr};
+  if (g_state.load() == kActive && !tls_in_runtime) {
+    RuntimeGuard guard;
+    s->state = alloc_state();
+    inherit_delay(s->state, tls_state);  // a new thread starts level with its creator
+  }
+  return s;
+}
+
+void discard_thread_start(ThreadStart* s) {
+  if (s->state) {
+    s->state->state.store(2);
+    register_state(s->state);  // recycled by the profiler thread
+  }
+  delete s;
+}
+
+void* thread_trampoline(void* arg) {
+  ThreadStart* s = static_cast<ThreadStart*>(arg);
+  void* (*fn)(void*) = s->fn;
+  void* fn_arg = s->arg;
+  if (s->state && g_state.load() == kActive && raw_getpid() == g_pid) begin_thread(s->state, true);
+  delete s;
+  return fn(fn_arg);
+}
+
+void on_objects_loaded() {
+  if (g_state.load() != kActive) return;
+  RuntimeGuard guard;
+  scan_objects();
+}
+
+void on_fast_exit() {
+  if (g_state.load() != kActive || raw_getpid() != g_pid) return;  // e.g. a vfork child
+  finish("exit", 500000000ull);
+}
+
+bool signal_is_virtualized(int sig) {
+  return g_state.load() == kActive && (sig == sample_signal() || is_terminate_signal(sig));
+}
+
+int virtual_sigaction(int sig, const struct sigaction* act, struct sigaction* oldact) {
+  Locked g(g_signal_lock);
+  struct sigaction previous = g_program_action[sig];
+  if (act) {
+    g_program_action[sig] = *act;
+    if (is_terminate_signal(sig)) {
+      bool dfl = !(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL;
+      if (dfl)
+        install_handler(sig, on_terminate_signal);
+      else if (real_sigaction()(sig, act, nullptr) != 0) {
+        g_program_action[sig] = previous;
+        return -1;
+      }
+    }
+  }
+  if (oldact) *oldact = previous;
+  return 0;
+}
+
+int virtual_sigmask(SigmaskFn real, int how, const sigset_t* set, sigset_t* oldset) {
+  int ss = sample_signal();
+  ThreadState* t = tls_state;
+  if (g_state.load() != kActive || !t) return real(how, set, oldset);
+  bool was_blocked = t->program_blocks_sample_signal;
+  int rc;
+  if (set) {
+    sigset_t copy = *set;
+    bool mentions = sigismember(&copy, ss) == 1;
+    sigdelset(&copy, ss);
+    rc = real(how, &copy, oldset);
+    if (rc == 0) {
+      if (how == SIG_SETMASK) t->program_blocks_sample_signal = mentions;
+      else if (how == SIG_BLOCK && mentions) t->program_blocks_sample_signal = true;
+      else if (how == SIG_UNBLOCK && mentions) t->program_blocks_sample_signal = false;
+    }
+  } else {
+    rc = real(how, nullptr, oldset);
+  }
+  if (rc == 0 && oldset) {
+    if (was_blocked) sigaddset(oldset, ss);
+    else sigdelset(oldset, ss);
+  }
+  return rc;
+}
+
+}  // namespace coz

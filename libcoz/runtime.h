@@ -1,0 +1,80 @@
+// The runtime as the interposed symbols see it: start-up, threads, the
+// delay hooks each wrapper calls, signal virtualization, fork and exit.
+#pragma once
+
+#include <signal.h>
+
+#include <cerrno>
+
+#include "delays.h"
+#include "sampler.h"
+#include "thread_state.h"
+
+namespace coz {
+
+// Per-thread: the thread's state (null for untracked threads such as the
+// profiler's), and a depth counter set while a thread runs runtime code, so
+// that the runtime's own locks and calls do not trigger delay hooks.
+extern __thread ThreadState* tls_state __attribute__((tls_model("initial-exec")));
+extern __thread int tls_in_runtime __attribute__((tls_model("initial-exec")));
+
+struct RuntimeGuard {
+  RuntimeGuard() { tls_in_runtime++; }
+  ~RuntimeGuard() { tls_in_runtime--; }
+  RuntimeGuard(const RuntimeGuard&) = delete;
+  RuntimeGuard& operator=(const RuntimeGuard&) = delete;
+};
+
+// Start-up, from the library constructor (idempotent).
+void runtime_init();
+
+// The calling thread's state when its calls should carry delay hooks.
+inline ThreadState* hooked_thread() {
+  ThreadState* t = tls_state;
+  if (!t || tls_in_runtime || !shared().sampling.load(std::memory_order_relaxed)) return nullptr;
+  return t;
+}
+
+// Delay hooks of the wrappers (see delays.h for what they mean). They keep
+// errno as the wrapped call left it.
+inline void hook_wake() {  // before this thread releases another: catch up on own samples and debts
+  if (ThreadState* t = hooked_thread()) {
+    int e = errno;
+    process_samples(t);
+    errno = e;
+  }
+}
+inline void hook_pre_block() {
+  if (ThreadState* t = hooked_thread()) pre_block(t);
+}
+inline void hook_post_block(bool woken_by_program_thread) {
+  if (ThreadState* t = hooked_thread()) {
+    int e = errno;
+    post_block(t, woken_by_program_thread);
+    errno = e;
+  }
+}
+
+// Threads.
+struct ThreadStart;
+ThreadStart* prepare_thread(void* (*fn)(void*), void* arg);  // in the creating thread
+void* thread_trampoline(void* start);                        // start routine of the new thread
+void discard_thread_start(ThreadStart* start);               // pthread_create failed
+
+// After dlopen: map newly loaded objects.
+void on_objects_loaded();
+
+// _exit/_Exit in the profiled process: write the final records first.
+void on_fast_exit();
+
+// Signals: the runtime owns the sample signal and, while the program leaves
+// them at their default action, SIGINT/SIGTERM/SIGHUP (to write the final
+// records before dying the same way). The program sees its own view.
+bool signal_is_virtualized(int sig);
+int virtual_sigaction(int sig, const struct sigaction* act, struct sigaction* oldact);
+// Filters the sample signal out of masks the program sets, and puts the
+// program's own view back into the old mask it reads.
+using SigmaskFn = int (*)(int, const sigset_t*, sigset_t*);
+int virtual_sigmask(SigmaskFn real, int how, const sigset_t* set, sigset_t* oldset);
+
+}  // namespace coz

@@ -1,0 +1,51 @@
+// Per-thread CPU-time sampling: perf_event task-clock with user IP and
+// callchain, read from a ring buffer in the sampled thread itself. Falls
+// back to a per-thread CPU-time timer (timer_create on
+// CLOCK_THREAD_CPUTIME_ID) where perf_event is refused.
+//
+// sampler_start/sampler_stop run in the owning thread, outside signal
+// context. process_samples and handle_signal run in signal context (see
+// sampler.cpp's header).
+#pragma once
+
+#include <csignal>
+#include <cstdint>
+#include <string>
+
+#include "thread_state.h"
+
+namespace coz {
+
+// The real-time signal that carries sample notifications. The program may
+// install its own handler for it: such signals are passed on to that handler.
+int sample_signal();
+
+struct SamplerSettings {
+  uint64_t period_ns = 1000000;
+  uint32_t batch = 4;  // samples per notification: small, so delays are paid early
+};
+void sampler_configure(const SamplerSettings& s);
+
+enum class SamplerKind { kNone, kPerfEvent, kTimer };
+
+// Starts sampling the calling thread. Returns which sampler is used; on
+// kNone, *why holds the reason.
+SamplerKind sampler_start(ThreadState* t, std::string* why);
+void sampler_stop(ThreadState* t);
+// After fork, in the child: release the parent thread's descriptors without
+// touching the parent's events.
+void sampler_forget(ThreadState* t);
+
+// Drains the thread's ring buffer: counts selected-line hits, hands samples
+// to the profiler thread, earns and pays delays. Safe in signal context;
+// re-entry is refused (a nested call returns at once).
+void process_samples(ThreadState* t);
+
+// The timer sampler's signal: the interrupted context is the sample.
+// Safe in signal context.
+void process_timer_sample(ThreadState* t, void* ucontext);
+
+// Whether any thread fell back to the timer sampler (for the startup record).
+bool sampler_uses_timer();
+
+}  // namespace coz
