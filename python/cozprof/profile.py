@@ -363,7 +363,7 @@ class _Parser:
         e.progress.append(progress)
 
     def _cumulative_samples(self, location, count):
-        run = self._current("legacy")
+        self._current("legacy")
         if self.legacy_samples is None:
             raise _Malformed("upstream samples record in a run of this project's format")
         self.legacy_samples[location] = count

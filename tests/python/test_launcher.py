@@ -7,7 +7,6 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 
 import pytest
 
