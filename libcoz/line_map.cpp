@@ -400,7 +400,10 @@ struct LineMap::Impl {
     if (o->table_built) return;
     o->table_built = true;
     open_debug(o);
-    if (!o->has_line_info) return;
+    if (!o->has_line_info) {
+      release_debug(o);
+      return;
+    }
     const uintptr_t to_runtime = static_cast<uintptr_t>(o->dwarf_bias) + o->bias;
 
     Dwarf_CU* cu = nullptr;
@@ -465,6 +468,15 @@ struct LineMap::Impl {
     }
     out.shrink_to_fit();
     o->table.swap(out);
+    release_debug(o);
+  }
+
+  // Once the table is built it is all we need: free libdw's copies of the
+  // line programs and unmap the debug files.
+  static void release_debug(Object* o) {
+    if (o->dwfl) dwfl_end(o->dwfl);
+    o->dwfl = nullptr;
+    o->dwarf = nullptr;
   }
 
   void build_all() {
