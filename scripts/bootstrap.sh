@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# One entry point for a fresh Debian 12 machine (run as root, or with sudo
+# available): installs what is missing, builds, then does what it is asked.
+#
+#   scripts/bootstrap.sh example   install, build, profile the bundled example
+#   scripts/bootstrap.sh test      install, build, run every test
+#   scripts/bootstrap.sh build     install and build only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+BUILD=${COZ_BUILD_DIR:-$ROOT/build}
+VENV=${COZ_VENV:-$ROOT/.venv}
+
+# Debian packages: build tools and libraries, the upstream peer (coz-profiler),
+# the browser for viewer tests, and the programs the hostile-world tests run.
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  libdw-dev libelf-dev libunwind-dev libgtest-dev elfutils
+  python3 python3-venv python3-pip nodejs npm chromium
+  coz-profiler libjemalloc2 libtcmalloc-minimal4 default-jre-headless perl
+)
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+install_apt() {
+  local missing=()
+  for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  # node and python may come from elsewhere (nvm, pyenv): do not fight them.
+  if command -v node >/dev/null && command -v npm >/dev/null; then
+    missing=("${missing[@]/nodejs}"); missing=("${missing[@]/npm}")
+  fi
+  if command -v python3 >/dev/null && python3 -c 'import venv, ensurepip' 2>/dev/null; then
+    missing=("${missing[@]/python3-venv}"); missing=("${missing[@]/python3-pip}"); missing=("${missing[@]/python3}")
+  fi
+  local want=()
+  for p in "${missing[@]}"; do [ -n "$p" ] && want+=("$p"); done
+  [ ${#want[@]} -eq 0 ] && return 0
+  log "installing Debian packages: ${want[*]}"
+  local SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null
+}
+
+install_python() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    log "creating the Python environment in $VENV"
+    python3 -m venv "$VENV"
+  fi
+  if ! "$VENV/bin/python" -c 'import cozprof, matplotlib, numpy, pytest' 2>/dev/null; then
+    log "installing the coz Python package and its dependencies"
+    "$VENV/bin/pip" install -q --disable-pip-version-check -e "$ROOT[test]"
+  fi
+}
+
+install_node() {
+  if [ ! -d "$ROOT/viewer/node_modules/uplot" ] || [ ! -d "$ROOT/viewer/node_modules/playwright-core" ]; then
+    log "installing the viewer's npm packages"
+    (cd "$ROOT/viewer" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+}
+
+build() {
+  log "building in $BUILD"
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "$BUILD"
+}
+
+setup() {
+  install_apt
+  install_python
+  install_node
+  build
+}
+
+run_example() {
+  # benchmarks/serial_chain.c: line A takes 2/3 of each iteration, line B 1/3.
+  local out="$ROOT/profile.coz"
+  rm -f "$out"
+  log "profiling benchmarks/serial_chain (about 30 seconds)"
+  "$VENV/bin/coz" run -o "$out" --- "$BUILD/benchmarks/serial_chain" iters=4000
+  "$VENV/bin/coz" report "$out"
+  echo
+  echo "The profile is $out"
+  echo "  $VENV/bin/coz report $out                  # this table again"
+  echo "  $VENV/bin/coz plot -o profile.png $out     # causal plots (matplotlib)"
+  echo "  $VENV/bin/coz view $out                    # every plot in the browser"
+}
+
+run_tests() {
+  local failed=0
+  log "unit tests (GoogleTest, via ctest)"
+  ctest --test-dir "$BUILD" --output-on-failure -j2 || failed=1
+  log "Python and end-to-end tests (pytest)"
+  COZ_BUILD_DIR="$BUILD" PATH="$VENV/bin:$PATH" "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests" || failed=1
+  log "viewer tests (node --test, Playwright with Debian's Chromium)"
+  (cd "$ROOT/viewer" && COZ_PYTHON="$VENV/bin/python" node --test tests/) || failed=1
+  return $failed
+}
+
+case "${1:-}" in
+  example) setup; run_example ;;
+  test) setup; run_tests ;;
+  build) setup ;;
+  *) echo "usage: scripts/bootstrap.sh example|test|build" >&2; exit 2 ;;
+esac
