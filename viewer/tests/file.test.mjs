@@ -3,10 +3,10 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { launch, newPage, cardLines, waitForCards, pyExec, tempDir, FIXTURES, INDEX_URL } from './helpers.mjs';
+import { launch, newPage, cardLines, waitForCards, pyExec, tempDir, FIXTURES, INDEX_URL, VIEWER } from './helpers.mjs';
 
 const REALISTIC = join(FIXTURES, 'realistic.json');
 const analysis = JSON.parse(readFileSync(REALISTIC, 'utf8'));
@@ -127,5 +127,15 @@ html_export.write(a, sys.argv[2], server.search_dirs_for([], [sys.argv[3]]))
   await page.selectOption('#progress-point', 'block');
   await page.waitForFunction(() => document.querySelector('#plots .card')?.dataset.progressPoint === 'block');
   assert.deepEqual(page.errors, []);
+  await page.close();
+});
+
+test('without the charting library (setup not run) the page says what to do', async () => {
+  const dir = tempDir();
+  for (const rel of ['index.html', 'css', 'js']) cpSync(join(VIEWER, rel), join(dir, rel), { recursive: true });
+  const page = await newPage(browser);
+  await page.goto(pathToFileURL(join(dir, 'index.html')).href);
+  await page.waitForSelector('#message.error');
+  assert.match(await page.textContent('#message'), /charting library \(uPlot\) did not load.*npm ci --prefix viewer/s);
   await page.close();
 });
