@@ -15,7 +15,7 @@ VENV=${COZ_VENV:-$ROOT/.venv}
 # the browser for viewer tests, and the programs the hostile-world tests run.
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
-  libdw-dev libelf-dev libunwind-dev libgtest-dev elfutils
+  libdw-dev libelf-dev libunwind-dev libgtest-dev elfutils dwz
   python3 python3-venv python3-pip nodejs npm chromium
   coz-profiler libjemalloc2 libtcmalloc-minimal4 default-jre-headless perl
 )

@@ -1,0 +1,75 @@
+"""Shared helpers for end-to-end tests: build small C programs, run them
+plainly and under `coz run`, read the profile with the project's one parser.
+
+The runtime is taken from $COZ_BUILD_DIR/libcoz/libcoz.so (default
+<repo>/build); the tests fail, not skip, when it is missing: the README's
+test command builds it first.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "python"))
+BUILD = os.environ.get("COZ_BUILD_DIR", os.path.join(REPO, "build"))
+LIBCOZ = os.path.join(BUILD, "libcoz", "libcoz.so")
+PROGRAMS = os.path.join(os.path.dirname(__file__), "programs")
+INCLUDE = os.path.join(REPO, "include")
+
+
+@pytest.fixture(scope="session")
+def libcoz():
+    assert os.path.exists(LIBCOZ), f"{LIBCOZ} is missing: build the project first (scripts/bootstrap.sh build)"
+    return LIBCOZ
+
+
+_built = {}
+
+
+def build_program(name, out_dir, flags=("-g", "-O1"), sources=None, libs=("-lpthread",)):
+    """Compiles tests/e2e/programs/<name>.c (or `sources`) into out_dir; cached per flags."""
+    key = (name, tuple(flags), str(out_dir))
+    if key in _built:
+        return _built[key]
+    srcs = sources or [os.path.join(PROGRAMS, name + ".c")]
+    exe = os.path.join(str(out_dir), name + ("" if flags == ("-g", "-O1") else "_" + str(abs(hash(flags)))))
+    cmd = ["cc", *flags, "-I", INCLUDE, *srcs, "-o", exe, *libs]
+    subprocess.run(cmd, check=True)
+    _built[key] = exe
+    return exe
+
+
+@pytest.fixture(scope="session")
+def programs_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("programs")
+
+
+@pytest.fixture(scope="session")
+def build(programs_dir):
+    """build(name, flags=...) -> path of the compiled program."""
+
+    def _build(name, **kw):
+        return build_program(name, programs_dir, **kw)
+
+    return _build
+
+
+def coz_run(args, command, cwd=None, env=None, timeout=120, **kw):
+    """Runs `coz run ARGS --- COMMAND` through the real CLI (python -m cozprof)."""
+    full_env = dict(os.environ)
+    full_env["COZ_LIBRARY"] = LIBCOZ
+    full_env["PYTHONPATH"] = os.path.join(REPO, "python") + os.pathsep + full_env.get("PYTHONPATH", "")
+    if env:
+        full_env.update(env)
+    cmd = [sys.executable, "-m", "cozprof", "run", *args, "---", *command]
+    return subprocess.run(cmd, cwd=cwd, env=full_env, timeout=timeout, capture_output=True, **kw)
+
+
+def records(path):
+    """The raw JSON records of a profile (for checks on the runtime's output itself)."""
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
