@@ -52,7 +52,7 @@ function python(args, opts = {}) {
   const env = { ...process.env, PYTHONPATH: join(REPO, 'python') + (process.env.PYTHONPATH ? ':' + process.env.PYTHONPATH : '') };
   delete env.DISPLAY;
   delete env.WAYLAND_DISPLAY;
-  return spawn(process.env.PYTHON || 'python3', ['-m', 'cozprof', ...args], { env, cwd: opts.cwd || REPO });
+  return spawn(process.env.COZ_PYTHON || process.env.PYTHON || 'python3', ['-m', 'cozprof', ...args], { env, cwd: opts.cwd || REPO });
 }
 
 // Starts `coz view --no-browser --port 0 ARGS`, resolves once it prints its address.
@@ -89,7 +89,7 @@ export function cozRun(args, opts = {}) {
 // Runs python code (with the package importable) to completion; args are sys.argv[1:].
 export function pyExec(code, args = []) {
   const env = { ...process.env, PYTHONPATH: join(REPO, 'python') };
-  const proc = spawn(process.env.PYTHON || 'python3', ['-c', code, ...args], { env, cwd: REPO });
+  const proc = spawn(process.env.COZ_PYTHON || process.env.PYTHON || 'python3', ['-c', code, ...args], { env, cwd: REPO });
   let out = '', err = '';
   proc.stdout.on('data', (d) => { out += d; });
   proc.stderr.on('data', (d) => { err += d; });
