@@ -60,7 +60,8 @@ def render(analysis, sources=None):
     def style(m):
         css = _asset_text(folder, m.group(1))
         if "</style" in css.lower():
-            raise CozError(f"cannot inline {m.group(1)}: it contains '</style'")
+            raise CozError(f"cannot inline {m.group(1)}: it contains '</style'",
+                           hint="the viewer folder looks modified; reinstall coz")
         return f"<style>\n{css}\n</style>"
 
     def script(m):
@@ -101,7 +102,8 @@ def write(analysis, path, search_dirs=None):
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except OSError as e:
-        raise CozError(f"cannot write {path}: {e.strerror or e}") from None
+        raise CozError(f"cannot write {path}: {e.strerror or e}",
+                       hint="choose a file in a folder that exists and that you can write") from None
     return path
 
 

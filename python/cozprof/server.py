@@ -91,9 +91,11 @@ def load_analysis_file(path):
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise CozError(f"{path}: no such file") from None
+        raise CozError(f"{path}: no such file",
+                       hint="make it with 'coz report profile.coz --json analysis.json'") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise CozError(f"{path}: cannot read it ({e})") from None
+        raise CozError(f"{path}: cannot read it ({e})",
+                       hint="check the file's permissions, or write it again with coz report --json") from None
     try:
         data = json.loads(text)
     except ValueError as e:
@@ -291,7 +293,8 @@ def _analyse(args):
     """(analysis, search folders) for the arguments of `coz view`."""
     if args.analysis:
         if args.profiles:
-            raise CozError("give either profiles or --analysis, not both")
+            raise CozError("give either profiles or --analysis, not both",
+                           hint="coz view PROFILE ... analyses profiles; coz view --analysis FILE shows a ready analysis")
         analysis = load_analysis_file(args.analysis)
         extra = [Path(args.analysis).resolve().parent]
         profiles = [p for p in analysis.get("profiles") or [] if isinstance(p, str)]
@@ -300,12 +303,13 @@ def _analyse(args):
     for p in profiles:
         if not Path(p).is_file():
             hint = ("profile with 'coz run --- ./program args' first, or name the profile file"
-                    if not args.profiles else None)
+                    if not args.profiles else "check the file name; coz view takes profile files written by coz run")
             raise CozError(f"{p}: no such profile file", hint=hint)
     try:
         from .analysis import analyze_files
     except ImportError as e:
-        raise CozError(f"the analysis module is not available ({e})") from None
+        raise CozError(f"the analysis module is not available ({e})",
+                       hint="reinstall cozprof, or run from a complete source tree") from None
     analysis = analyze_files(profiles, phase_correction=not args.no_phase_correction)
     return analysis, search_dirs_for(profiles)
 
@@ -316,7 +320,8 @@ def _has_display():
 
 def run(args):
     if not 0 <= args.port <= 65535:
-        raise CozError(f"--port {args.port}: not a port number (0 to 65535, 0 picks a free one)")
+        raise CozError(f"--port {args.port}: not a port number",
+                       hint="give 0 to 65535; 0 picks a free port")
     folder = viewer_dir()
     check_assets(folder)
     analysis, dirs = _analyse(args)
