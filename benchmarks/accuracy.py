@@ -33,7 +33,7 @@ from benchlib import BenchError  # noqa: E402
 
 class Case:
     def __init__(self, name, program, key, point, vary, base=None, short=None,
-                 kind="throughput", expect="match"):
+                 kind="throughput", expect="match", known=None):
         self.name = name
         self.program = program
         self.key = key
@@ -43,6 +43,7 @@ class Case:
         self.short = short or {}    # arguments added for --short
         self.kind = kind            # "throughput" or "latency"
         self.expect = expect        # "match", "contention" or "blind"
+        self.known = known          # x -> program speedup from the header comment, or None
 
     def args(self, short, x=0.0):
         a = dict(self.base)
@@ -58,25 +59,50 @@ def scaled(name, default):
     return lambda x: {name: max(0, round(default * (1 - x)))}
 
 
+def pipeline_known(stage):
+    """Per item: max(total CPU / cores, each stage's cost / its pool size)."""
+    def known(x):
+        cost = {1: 50000, 2: 400000, 3: 100000}
+        pool = {1: 1, 2: 2, 3: 1}
+
+        def per_item(c):
+            cores = os.cpu_count() or 1
+            return max(sum(c.values()) / min(cores, sum(pool.values())),
+                       *(c[k] / pool[k] for k in c))
+        faster = dict(cost)
+        faster[stage] *= 1 - x
+        return 1 - per_item(faster) / per_item(cost)
+    return known
+
+
 PERSISTENT = {"persistent": 1, "rounds": 1200, "a": 2000000, "b": 1200000}
 CASES = [
-    Case("two_threads.A", "two_threads", "A", "two_threads.round", scaled("a", 8000000)),
-    Case("two_threads.B", "two_threads", "B", "two_threads.round", scaled("b", 4800000)),
+    Case("two_threads.A", "two_threads", "A", "two_threads.round", scaled("a", 8000000),
+         known=lambda x: min(x, 0.4)),
+    Case("two_threads.B", "two_threads", "B", "two_threads.round", scaled("b", 4800000),
+         known=lambda x: 0.0),
     Case("two_threads_barrier.A", "two_threads", "A", "two_threads.round", scaled("a", 2000000),
-         base=PERSISTENT, short={"rounds": 60}),
-    Case("serial_chain.A", "serial_chain", "A", "serial_chain.iter", scaled("a", 1400000)),
-    Case("serial_chain.B", "serial_chain", "B", "serial_chain.iter", scaled("b", 700000)),
-    Case("prodcons.PRODUCE", "prodcons", "PRODUCE", "prodcons.item", scaled("p", 300000)),
-    Case("prodcons.CONSUME", "prodcons", "CONSUME", "prodcons.item", scaled("c", 200000)),
-    Case("pipeline.STAGE2", "pipeline", "STAGE2", "pipeline.item", scaled("s2", 400000)),
-    Case("pipeline.STAGE1", "pipeline", "STAGE1", "pipeline.item", scaled("s1", 50000)),
+         base=PERSISTENT, short={"rounds": 60}, known=lambda x: min(x, 0.4)),
+    Case("serial_chain.A", "serial_chain", "A", "serial_chain.iter", scaled("a", 1400000),
+         known=lambda x: 2 * x / 3),
+    Case("serial_chain.B", "serial_chain", "B", "serial_chain.iter", scaled("b", 700000),
+         known=lambda x: x / 3),
+    Case("prodcons.PRODUCE", "prodcons", "PRODUCE", "prodcons.item", scaled("p", 300000),
+         known=lambda x: min(x, 1 / 3)),
+    Case("prodcons.CONSUME", "prodcons", "CONSUME", "prodcons.item", scaled("c", 200000),
+         known=lambda x: 0.0),
+    Case("pipeline.STAGE2", "pipeline", "STAGE2", "pipeline.item", scaled("s2", 400000),
+         known=pipeline_known(2)),
+    Case("pipeline.STAGE1", "pipeline", "STAGE1", "pipeline.item", scaled("s1", 50000),
+         known=pipeline_known(1)),
     Case("spin_barrier.WORK_SLOW", "spin_barrier", "WORK_SLOW", "spin_barrier.round",
-         scaled("w0", 1500000)),
+         scaled("w0", 1500000), known=lambda x: min(x, 0.4)),
     Case("spin_barrier.SPIN", "spin_barrier", "SPIN", "spin_barrier.round", scaled("pause", 8),
-         expect="contention"),
+         expect="contention", known=lambda x: 0.0),
     Case("hash_table.CHAIN", "hash_table", "CHAIN", "hash_table.lookup",
          lambda x: {"spread": round(60 / (1 - x))}),
-    Case("latency.PARSE", "latency", "PARSE", "request", scaled("p", 300000), kind="latency"),
+    Case("latency.PARSE", "latency", "PARSE", "request", scaled("p", 300000), kind="latency",
+         known=lambda x: x / 2),
     Case("io_sleep.CPU", "io_sleep", "CPU", "io_sleep.iter", scaled("c", 1000000)),
     Case("io_sleep.SLEEP", "io_sleep", "SLEEP", "io_sleep.iter", scaled("sleep_us", 800),
          expect="blind"),
@@ -100,7 +126,8 @@ def real_speedups(case, binary, amounts, reps, short, baselines):
             cmd = [binary, *benchlib.args_list(case.args(short, x))]
             runs[x].append(metric(benchlib.run_plain(cmd), case))
     base = benchlib.median(base_runs)
-    return {x: 1.0 - benchlib.median(runs[x]) / base for x in amounts}, base
+    noise = (max(base_runs) - min(base_runs)) / base if len(base_runs) > 1 else None
+    return {x: 1.0 - benchlib.median(runs[x]) / base for x in amounts}, noise
 
 
 def predictions(case, runner, line, amounts, workdir, tag):
@@ -119,6 +146,10 @@ def predictions(case, runner, line, amounts, workdir, tag):
         if x in periods and periods[x][2] == 0:
             notes.append(f"0 samples on the line at {int(x * 100)}%")
     return {x: pred.get(round(x, 2)) for x in amounts}, notes
+
+
+def fmt_pp(v):
+    return "n/a" if v is None else f"{v:.1f}"
 
 
 def pct(v):
@@ -176,14 +207,16 @@ def main(argv=None):
     print(f"# machine: {benchlib.machine_description()}; load average at start "
           f"{benchlib.load_average()}")
     print(f"# real: median of {reps} plain run(s); predicted: one profiled run per speedup")
-    print(f"{'case':<26} {'line':>5} {'x%':>4} {'real%':>6} {'ours%':>6} {'upst%':>6} "
-          f"{'err_ours':>8} {'err_up':>7}  notes")
+    print("# known: the header comment's answer; real: measured; noise: spread of the")
+    print("# baseline runs; errors in percentage points against real (and against known)")
+    print(f"{'case':<24} {'line':>4} {'x%':>3} {'known%':>6} {'real%':>6} {'noise%':>6} "
+          f"{'ours%':>6} {'upst%':>6} {'ours-err':>13} {'upst-err':>13}  notes")
     try:
         for case in cases:
             try:
                 binary = benchlib.find_program(build_dirs, case.program)
                 line = benchlib.key_line(case.program, case.key)
-                real, _base = real_speedups(case, binary, amounts, reps, args.short, baselines)
+                real, noise = real_speedups(case, binary, amounts, reps, args.short, baselines)
                 plain_args = benchlib.args_list(case.args(args.short))
                 ours, up, notes = {}, {}, []
                 if use_ours:
@@ -211,25 +244,40 @@ def main(argv=None):
             lineno = int(line.rsplit(":", 1)[1])
             for x in amounts:
                 o, u, r = ours.get(x), up.get(x), real[x]
-                eo = None if o is None else abs(o - r) * 100
-                eu = None if u is None else abs(u - r) * 100
+                k = case.known(x) if case.known else None
+
+                def err(pred, ref):
+                    return None if pred is None or ref is None else abs(pred - ref) * 100
                 row = {"case": case.name, "line": line, "expect": case.expect,
-                       "speedup": x, "real": r, "ours": o, "upstream": u,
-                       "err_ours_pp": eo, "err_upstream_pp": eu, "notes": notes}
+                       "speedup": x, "known": k, "real": r, "noise": noise,
+                       "ours": o, "upstream": u,
+                       "err_ours_pp": err(o, r), "err_upstream_pp": err(u, r),
+                       "err_ours_known_pp": err(o, k), "err_upstream_known_pp": err(u, k),
+                       "notes": notes}
                 rows.append(row)
                 tag = {"match": "", "contention": "[must be < 0] ",
                        "blind": "[blind spot] "}[case.expect]
-                print(f"{case.name:<26} {lineno:>5} {int(x * 100):>4} {pct(r)} {pct(o)} {pct(u)} "
-                      f"{'n/a' if eo is None else f'{eo:.1f}':>8} "
-                      f"{'n/a' if eu is None else f'{eu:.1f}':>7}  {tag}{'; '.join(notes)}")
+
+                def two(a, b):
+                    return f"{fmt_pp(a)} ({fmt_pp(b)})"
+                print(f"{case.name:<24} {lineno:>4} {int(x * 100):>3} {pct(k)} {pct(r)} "
+                      f"{pct(noise)} {pct(o)} {pct(u)} "
+                      f"{two(row['err_ours_pp'], row['err_ours_known_pp']):>13} "
+                      f"{two(row['err_upstream_pp'], row['err_upstream_known_pp']):>13}  "
+                      f"{tag}{'; '.join(notes)}")
                 sys.stdout.flush()
     finally:
         benchlib.cleanup(workdir)
 
-    def overall(key):
-        errs = [r[key] for r in rows if r["expect"] == "match" and r[key] is not None]
-        return {"mean_abs_error_pp": sum(errs) / len(errs) if errs else None,
-                "max_abs_error_pp": max(errs) if errs else None, "points": len(errs)}
+    def overall(who):
+        out = {}
+        for ref, suffix in (("real", ""), ("known", "_known")):
+            errs = [r[f"err_{who}{suffix}_pp"] for r in rows if r["expect"] == "match"]
+            errs = [e for e in errs if e is not None]
+            out[f"vs_{ref}"] = {"mean_abs_error_pp": sum(errs) / len(errs) if errs else None,
+                                "max_abs_error_pp": max(errs) if errs else None,
+                                "points": len(errs)}
+        return out
 
     def contention(who):
         vals = [r[who] for r in rows if r["expect"] == "contention" and r[who] is not None]
@@ -238,17 +286,21 @@ def main(argv=None):
     summary = {
         "summary": "accuracy", "short": args.short, "amounts": amounts, "reps": reps,
         "machine": benchlib.machine_description(), "load_average_end": benchlib.load_average(),
-        "ours": overall("err_ours_pp") if use_ours else None,
-        "upstream": overall("err_upstream_pp") if use_upstream else None,
+        "ours": overall("ours") if use_ours else None,
+        "upstream": overall("upstream") if use_upstream else None,
         "contention_ours": contention("ours") if use_ours else None,
         "contention_upstream": contention("upstream") if use_upstream else None,
         "skipped": skipped, "errors": errors, "rows": rows,
     }
     for who in ("ours", "upstream"):
-        s = summary[who]
-        if s and s["points"]:
-            print(f"# {who}: mean |error| {s['mean_abs_error_pp']:.1f} pp, "
-                  f"max {s['max_abs_error_pp']:.1f} pp over {s['points']} points")
+        for ref in ("real", "known"):
+            s = (summary[who] or {}).get(f"vs_{ref}")
+            if s and s["points"]:
+                print(f"# {who} against {ref}: mean |error| {s['mean_abs_error_pp']:.1f} pp, "
+                      f"max {s['max_abs_error_pp']:.1f} pp over {s['points']} points")
+        c = summary[f"contention_{who}"]
+        if c and c["points"]:
+            print(f"# {who}: spin line predicted negative in {c['negative']} of {c['points']} points")
     print(json.dumps(summary))
     return 1 if errors else 0
 
