@@ -43,7 +43,9 @@ void sync_epoch(ThreadState* t) {
   uint64_t e = shared().epoch.load(std::memory_order_acquire);
   if (t->epoch != e) {
     t->epoch = e;
-    t->local_delay = shared().global_delay.load(std::memory_order_relaxed);
+    // Level with the experiment's start, not with now: delays inserted
+    // before this thread first looked are still owed.
+    t->local_delay = shared().epoch_start_global.load(std::memory_order_relaxed);
     t->excess_ns = 0;
   }
 }

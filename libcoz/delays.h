@@ -25,8 +25,9 @@ using PauseFn = uint64_t (*)(uint64_t ns);
 uint64_t real_pause(uint64_t ns);  // nanosleep + CLOCK_MONOTONIC; safe in signal context
 void set_pause_fn(PauseFn fn);
 
-// Brings the thread's counts into the current experiment (a new experiment
-// forgives the debts of the previous one).
+// Brings the thread's counts into the current experiment: a new experiment
+// forgives the debts of the previous one, and every thread owes the delays
+// inserted since the experiment began.
 void sync_epoch(ThreadState* t);
 
 // The thread ran the selected line `hits` times: earn the delay.

@@ -129,8 +129,9 @@ void Profiler::run_one_experiment(const Line* line, const std::vector<AddrRange>
   ProgressTotals before = progress().totals();
   s.delay_per_hit_ns.store(config_.sample_period_ns * static_cast<uint64_t>(speedup) / 100);
   s.selected_samples.store(0);
-  s.epoch.fetch_add(1, std::memory_order_acq_rel);
   uint64_t g0 = s.global_delay.load();
+  s.epoch_start_global.store(g0, std::memory_order_relaxed);
+  s.epoch.fetch_add(1, std::memory_order_acq_rel);
   s.paying.store(true, std::memory_order_release);
   s.selected.store(set, std::memory_order_release);
   uint64_t t0 = now_mono();

@@ -96,6 +96,7 @@ struct Shared {
   std::atomic<bool> paying{false};                 // an experiment runs or delays drain after it
   std::atomic<uint64_t> global_delay{0};           // largest local delay of the experiment
   std::atomic<uint64_t> epoch{0};                  // experiment number; locals reset when it changes
+  std::atomic<uint64_t> epoch_start_global{0};     // global delay when the current experiment began
   std::atomic<uint64_t> selected_samples{0};       // samples of the selected line, all threads
   std::atomic<uint64_t> out_of_scope{0};           // samples with no in-scope frame
 };

@@ -1,0 +1,412 @@
+// Unit tests of the runtime's pure parts: option table, delay accounting,
+// experiment scheduling helpers, progress deltas and the profile writer.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "config.h"
+#include "delays.h"
+#include "experiment.h"
+#include "profile_writer.h"
+#include "progress.h"
+#include "thread_state.h"
+
+using namespace coz;
+
+// ---- config ----
+
+namespace {
+EnvLookup env_of(const std::map<std::string, std::string>& m) {
+  return [m](const char* name) -> const char* {
+    auto it = m.find(name);
+    return it == m.end() ? nullptr : it->second.c_str();
+  };
+}
+}  // namespace
+
+TEST(Config, DefaultsMatchUpstream) {
+  Config c;
+  std::string err;
+  ASSERT_TRUE(parse_config(env_of({}), &c, &err));
+  EXPECT_EQ(c.output, "profile.coz");
+  EXPECT_EQ(c.binary_scope, std::vector<std::string>{"MAIN"});
+  EXPECT_EQ(c.source_scope, std::vector<std::string>{"%"});
+  EXPECT_EQ(c.sample_period_ns, 1000000u);
+  EXPECT_EQ(c.experiment_length_ns, 500000000u);
+  EXPECT_EQ(c.fixed_speedup, -1);
+  EXPECT_FALSE(c.end_to_end);
+}
+
+TEST(Config, ReadsEveryVariable) {
+  Config c;
+  std::string err;
+  ASSERT_TRUE(parse_config(env_of({{"COZ_OUTPUT", "/tmp/x.coz"},
+                                   {"COZ_FORMAT", "legacy"},
+                                   {"COZ_BINARY_SCOPE", "MAIN\t%libfoo%"},
+                                   {"COZ_SOURCE_SCOPE", "%/src/%"},
+                                   {"COZ_PROGRESS_POINTS", "a.c:12\tb.c:7"},
+                                   {"COZ_FIXED_LINE", "app.c:33"},
+                                   {"COZ_FIXED_SPEEDUP", "35"},
+                                   {"COZ_END_TO_END", "1"},
+                                   {"COZ_SAMPLE_PERIOD", "2000000"},
+                                   {"COZ_EXPERIMENT_LENGTH", "250000000"},
+                                   {"COZ_VERBOSE", "1"},
+                                   {"COZ_FOLLOW_CHILDREN", "1"},
+                                   {"COZ_LAUNCHER_PID", "4321"}}),
+                           &c, &err))
+      << err;
+  EXPECT_EQ(c.output, "/tmp/x.coz");
+  EXPECT_EQ(c.format, "legacy");
+  EXPECT_EQ(c.binary_scope, (std::vector<std::string>{"MAIN", "%libfoo%"}));
+  EXPECT_EQ(c.source_scope, std::vector<std::string>{"%/src/%"});
+  EXPECT_EQ(c.progress_points, (std::vector<std::string>{"a.c:12", "b.c:7"}));
+  EXPECT_EQ(c.fixed_line, "app.c:33");
+  EXPECT_EQ(c.fixed_speedup, 35);
+  EXPECT_TRUE(c.end_to_end);
+  EXPECT_EQ(c.sample_period_ns, 2000000u);
+  EXPECT_EQ(c.experiment_length_ns, 250000000u);
+  EXPECT_EQ(c.verbose, 1);
+  EXPECT_TRUE(c.follow_children);
+  EXPECT_EQ(c.launcher_pid, 4321);
+}
+
+TEST(Config, RejectsBadValuesNamingTheVariable) {
+  const std::map<std::string, std::string> bad[] = {
+      {{"COZ_FIXED_SPEEDUP", "101"}}, {{"COZ_FIXED_SPEEDUP", "-5"}}, {{"COZ_FIXED_SPEEDUP", "ten"}},
+      {{"COZ_SAMPLE_PERIOD", "5"}},   {{"COZ_FORMAT", "xml"}},        {{"COZ_FIXED_LINE", "app.c"}},
+      {{"COZ_FIXED_LINE", "app.c:x"}}, {{"COZ_PROGRESS_POINTS", "a.c:1\tnoline"}}, {{"COZ_END_TO_END", "maybe"}},
+      {{"COZ_BINARY_SCOPE", ""}},
+  };
+  for (const auto& m : bad) {
+    Config c;
+    std::string err;
+    EXPECT_FALSE(parse_config(env_of(m), &c, &err)) << m.begin()->first << "=" << m.begin()->second;
+    EXPECT_NE(err.find(m.begin()->first), std::string::npos) << err;
+  }
+}
+
+TEST(Config, OutputNameExpandsPid) {
+  EXPECT_EQ(expand_output_name("p-%p.coz", 77), "p-77.coz");
+  EXPECT_EQ(expand_output_name("plain.coz", 77), "plain.coz");
+  EXPECT_EQ(expand_output_name("%p/%p", 5), "5/5");
+}
+
+TEST(Config, SplitTabsDropsEmptyFields) {
+  EXPECT_EQ(split_tabs("a\t\tb\t"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(split_tabs("").empty());
+}
+
+// ---- delays ----
+
+namespace {
+uint64_t g_slept_total = 0;
+uint64_t g_oversleep = 0;
+uint64_t fake_pause(uint64_t ns) {
+  g_slept_total += ns + g_oversleep;
+  return ns + g_oversleep;
+}
+
+class Delays : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    set_pause_fn(fake_pause);
+    g_slept_total = 0;
+    g_oversleep = 0;
+    Shared& s = shared();
+    s.global_delay.store(1000);  // any starting point: only differences matter
+    s.epoch_start_global.store(1000);
+    s.epoch.fetch_add(1);
+    s.delay_per_hit_ns.store(500000);  // 50% of a 1 ms period
+    s.paying.store(true);
+  }
+  void TearDown() override {
+    shared().paying.store(false);
+    set_pause_fn(nullptr);
+  }
+};
+}  // namespace
+
+TEST_F(Delays, HitsRaiseLocalAndGlobalWithoutPausing) {
+  ThreadState a;
+  add_hits(&a, 3);
+  EXPECT_EQ(shared().global_delay.load(), 1000u + 1500000u);
+  catch_up(&a);
+  EXPECT_EQ(g_slept_total, 0u) << "the thread that ran the line owes nothing";
+}
+
+TEST_F(Delays, OtherThreadsPayTheDifferenceOnce) {
+  ThreadState a, b;
+  sync_epoch(&b);
+  add_hits(&a, 2);  // global +1 ms
+  catch_up(&b);
+  EXPECT_EQ(g_slept_total, 1000000u);
+  catch_up(&b);
+  EXPECT_EQ(g_slept_total, 1000000u) << "a debt is paid once";
+}
+
+TEST_F(Delays, GlobalIsTheLargestLocalNotTheSum) {
+  ThreadState a, b, c;
+  sync_epoch(&c);
+  add_hits(&a, 2);
+  add_hits(&b, 2);  // both ran the line at the same time
+  EXPECT_EQ(shared().global_delay.load(), 1000u + 1000000u);
+  catch_up(&c);
+  EXPECT_EQ(g_slept_total, 1000000u);
+}
+
+TEST_F(Delays, OversleepIsBankedAgainstTheNextDebt) {
+  ThreadState a, b;
+  sync_epoch(&b);
+  g_oversleep = 300000;
+  add_hits(&a, 2);  // owes 1 ms, sleeps 1.3 ms
+  catch_up(&b);
+  EXPECT_EQ(g_slept_total, 1300000u);
+  g_oversleep = 0;
+  add_hits(&a, 1);  // owes 0.5 ms more, 0.3 ms already slept
+  catch_up(&b);
+  EXPECT_EQ(g_slept_total, 1300000u + 200000u);
+}
+
+TEST_F(Delays, WokenThreadIsCreditedWithDelaysInsertedWhileBlocked) {
+  ThreadState waker, sleeper;
+  sync_epoch(&sleeper);
+  sync_epoch(&waker);
+  pre_block(&sleeper);
+  add_hits(&waker, 4);  // 2 ms inserted while the sleeper waits
+  catch_up(&waker);     // the waker pays before waking (nothing: it earned it)
+  post_block(&sleeper, true);
+  EXPECT_EQ(g_slept_total, 0u) << "the waker's delay already held the sleeper back";
+}
+
+TEST_F(Delays, SelfBlockedThreadPaysAfterWaking) {
+  ThreadState other, sleeper;
+  sync_epoch(&sleeper);
+  pre_block(&sleeper);
+  add_hits(&other, 4);
+  post_block(&sleeper, false);
+  EXPECT_EQ(g_slept_total, 2000000u);
+}
+
+TEST_F(Delays, ThreadThatJoinsLateStillOwesTheExperimentsDelays) {
+  ThreadState a, late;
+  add_hits(&a, 2);  // before `late` ever looks at the experiment
+  catch_up(&late);
+  EXPECT_EQ(g_slept_total, 1000000u);
+}
+
+TEST_F(Delays, NewExperimentForgivesOldDebts) {
+  ThreadState a, b;
+  sync_epoch(&b);
+  add_hits(&a, 4);
+  shared().epoch_start_global.store(shared().global_delay.load());
+  shared().epoch.fetch_add(1);
+  catch_up(&b);
+  EXPECT_EQ(g_slept_total, 0u);
+}
+
+TEST_F(Delays, NothingIsEarnedOrPaidOutsideExperiments) {
+  ThreadState a, b;
+  sync_epoch(&b);
+  shared().paying.store(false);
+  uint64_t before = shared().global_delay.load();
+  add_hits(&a, 10);
+  catch_up(&b);
+  EXPECT_EQ(shared().global_delay.load(), before);
+  EXPECT_EQ(g_slept_total, 0u);
+}
+
+TEST_F(Delays, NewThreadStartsLevelWithItsCreator) {
+  ThreadState parent, child, other;
+  sync_epoch(&parent);
+  add_hits(&other, 2);  // parent now owes 1 ms
+  inherit_delay(&child, &parent);
+  catch_up(&child);
+  EXPECT_EQ(g_slept_total, 1000000u) << "the child inherits its creator's debt, not a clean slate";
+}
+
+TEST(RealPause, SleepsAtLeastWhatIsAsked) {
+  uint64_t slept = real_pause(2000000);
+  EXPECT_GE(slept, 2000000u);
+  EXPECT_LT(slept, 500000000u);
+}
+
+// ---- experiment helpers ----
+
+TEST(Experiment, SpeedupIsZeroHalfTheTimeElseStepsOfFive) {
+  std::map<int, int> seen;
+  for (uint32_t d = 0; d < 4000; d++) seen[choose_speedup(d * 2654435761u)]++;
+  EXPECT_NEAR(seen[0], 2000, 1);
+  for (auto& kv : seen) {
+    EXPECT_EQ(kv.first % 5, 0);
+    EXPECT_GE(kv.first, 0);
+    EXPECT_LE(kv.first, 100);
+  }
+  EXPECT_EQ(seen.size(), 21u) << "every step from 0 to 100 is reachable";
+  for (int s = 5; s <= 100; s += 5) EXPECT_NEAR(seen[s], 100, 40) << s;
+}
+
+TEST(Experiment, LengthDoublesWhenProgressIsRareAndShrinksBack) {
+  const uint64_t init = 500000000;
+  EXPECT_EQ(adapt_length(init, init, 2, true), 2 * init);
+  EXPECT_EQ(adapt_length(init, init, 50, true), init);
+  EXPECT_EQ(adapt_length(4 * init, init, 10000, true), 2 * init);
+  EXPECT_EQ(adapt_length(init, init, 10000, true), init) << "never below the initial length";
+  EXPECT_EQ(adapt_length(64 * init, init, 0, true), 64 * init) << "bounded";
+  EXPECT_EQ(adapt_length(init, init, 0, false), init) << "no progress point: nothing to adapt to";
+}
+
+TEST(Experiment, RecentLinesPickInProportionToSamples) {
+  Line a{"/a.c", 1}, b{"/b.c", 2};
+  RecentLines r(8);
+  EXPECT_EQ(r.pick(3), nullptr);
+  for (int i = 0; i < 6; i++) r.add(&a);
+  for (int i = 0; i < 2; i++) r.add(&b);
+  int na = 0;
+  for (uint32_t d = 0; d < 8; d++) na += r.pick(d) == &a;
+  EXPECT_EQ(na, 6);
+  for (int i = 0; i < 8; i++) r.add(&b);  // the window moves on
+  EXPECT_EQ(r.pick(0), &b);
+}
+
+TEST(Experiment, RangeSetMergesAndSearches) {
+  const RangeSet* s = make_range_set({{30, 40}, {10, 20}, {15, 25}, {50, 50}});
+  ASSERT_EQ(s->count, 2u);
+  EXPECT_TRUE(s->contains(10));
+  EXPECT_TRUE(s->contains(24));
+  EXPECT_FALSE(s->contains(25));
+  EXPECT_TRUE(s->contains(39));
+  EXPECT_FALSE(s->contains(40));
+  EXPECT_FALSE(s->contains(50));
+  EXPECT_FALSE(s->contains(0));
+}
+
+// ---- progress ----
+
+TEST(Progress, CountersAreStablePerNameAndType) {
+  ProgressRegistry reg;
+  coz_counter_layout* a = reg.counter(kCounterThroughput, "unit.a");
+  EXPECT_EQ(a, reg.counter(kCounterThroughput, "unit.a"));
+  EXPECT_NE(a, reg.counter(kCounterBegin, "unit.a"));
+  EXPECT_EQ(reg.counter(99, "x"), nullptr);
+}
+
+TEST(Progress, DeltasForThroughputAndLatency) {
+  ProgressRegistry reg;
+  coz_counter_layout* t = reg.counter(kCounterThroughput, "tp");
+  coz_counter_layout* b = reg.counter(kCounterBegin, "req");
+  coz_counter_layout* e = reg.counter(kCounterEnd, "req");
+  t->count = 10;
+  b->count = 5;
+  e->count = 3;
+  ProgressTotals before = reg.totals();
+  t->count = 17;
+  b->count = 12;
+  e->count = 9;
+  std::vector<PointDelta> d = ProgressRegistry::deltas(before, reg.totals());
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].name, "tp");
+  EXPECT_FALSE(d[0].latency);
+  EXPECT_EQ(d[0].delta, 7u);
+  EXPECT_EQ(d[1].name, "req");
+  EXPECT_TRUE(d[1].latency);
+  EXPECT_EQ(d[1].arrivals, 7u);
+  EXPECT_EQ(d[1].departures, 6u);
+  EXPECT_EQ(d[1].difference, 3);
+}
+
+TEST(Progress, PointFirstSeenDuringAnExperimentCountsFromZero) {
+  ProgressRegistry reg;
+  ProgressTotals before = reg.totals();
+  reg.counter(kCounterThroughput, "late")->count = 4;
+  std::vector<PointDelta> d = ProgressRegistry::deltas(before, reg.totals());
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].delta, 4u);
+}
+
+// ---- writer ----
+
+TEST(Writer, JsonRecordsAreOneLineEachWithEscapedStrings) {
+  ProfileWriter w;
+  ExperimentRecord r;
+  r.selected = "/src/we\"ird\\path.c:12";
+  r.speedup_percent = 35;
+  r.duration_ns = 900;
+  r.wall_ns = 1000;
+  r.delay_ns = 100;
+  r.selected_samples = 7;
+  r.progress.push_back(PointDelta{"tp", false, 42, 0, 0, 0});
+  r.progress.push_back(PointDelta{"req", true, 0, 5, 4, 1});
+  std::string s = w.format_experiment(r);
+  EXPECT_EQ(s,
+            "{\"type\":\"experiment\",\"selected\":\"/src/we\\\"ird\\\\path.c:12\",\"speedup\":0.35,"
+            "\"duration_ns\":900,\"wall_ns\":1000,\"delay_ns\":100,\"selected_samples\":7,\"partial\":false,"
+            "\"progress\":[{\"name\":\"tp\",\"kind\":\"throughput\",\"delta\":42},"
+            "{\"name\":\"req\",\"kind\":\"latency\",\"arrivals\":5,\"departures\":4,\"difference\":1}]}\n");
+  EXPECT_EQ(json_string(std::string("a\nb\x01")), "\"a\\nb\\u0001\"");
+}
+
+TEST(Writer, SpeedupFractionsHaveTwoDecimals) {
+  ProfileWriter w;
+  ExperimentRecord r;
+  r.selected = "a.c:1";
+  for (int p : {0, 5, 100}) {
+    r.speedup_percent = p;
+    std::string s = w.format_experiment(r);
+    const char* want = p == 0 ? "\"speedup\":0.00," : p == 5 ? "\"speedup\":0.05," : "\"speedup\":1.00,";
+    EXPECT_NE(s.find(want), std::string::npos) << s;
+  }
+}
+
+TEST(Writer, LegacyFormatIsUpstreams) {
+  ProfileWriter w;
+  w.set_legacy(true);
+  ExperimentRecord r;
+  r.selected = "app.c:12";
+  r.speedup_percent = 50;
+  r.duration_ns = 123;
+  r.selected_samples = 4;
+  r.progress.push_back(PointDelta{"tp", false, 9, 0, 0, 0});
+  EXPECT_EQ(w.format_experiment(r),
+            "experiment\tselected=app.c:12\tspeedup=0.50\tduration=123\tselected-samples=4\n"
+            "throughput-point\tname=tp\tdelta=9\n");
+  EXPECT_EQ(w.format_samples({{"app.c:12", 3}}, 0), "samples\tlocation=app.c:12\tcount=3\n");
+  EXPECT_EQ(w.format_runtime(55), "runtime\ttime=55\n");
+}
+
+TEST(Writer, AppendsWholeRecordsToTheFile) {
+  char path[] = "/tmp/coz_writer_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  {
+    ProfileWriter w;
+    std::string err;
+    ASSERT_TRUE(w.open(path, false, &err)) << err;
+    w.runtime(5);
+    w.samples({{"a.c:1", 2}, {"b.c:9", 1}}, 3);
+    w.samples({}, 0);  // nothing to say: no record
+    w.warning("no-debug-info", "x has no debug information");
+  }
+  std::ifstream in(path);
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content,
+            "{\"type\":\"runtime\",\"time_ns\":5}\n"
+            "{\"type\":\"samples\",\"counts\":{\"a.c:1\":2,\"b.c:9\":1},\"out_of_scope\":3}\n"
+            "{\"type\":\"warning\",\"code\":\"no-debug-info\",\"message\":\"x has no debug information\"}\n");
+  unlink(path);
+}
+
+TEST(Writer, OpenFailureSaysWhy) {
+  ProfileWriter w;
+  std::string err;
+  EXPECT_FALSE(w.open("/nonexistent-dir/p.coz", false, &err));
+  EXPECT_NE(err.find("/nonexistent-dir/p.coz"), std::string::npos);
+  EXPECT_NE(err.find("No such file"), std::string::npos);
+}
