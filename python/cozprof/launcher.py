@@ -263,30 +263,44 @@ def run(args):
         print(f"coz: running {program}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
-    try:
-        child = subprocess.Popen(args.command, executable=program, env=env)
-    except OSError as e:
-        raise CozError(f"cannot run {program}: {e.strerror}",
-                       hint="check the program's #! line and that it runs without coz") from None
-    return wait_and_pass_status(child)
+    return spawn_and_pass_status(args.command, program, env)
 
 
-def wait_and_pass_status(child):
-    """Wait for `child`, forwarding SIGTERM/SIGHUP; exit as it did.
+def spawn_and_pass_status(argv, program, env):
+    """Run the program; forward SIGTERM/SIGHUP to it; exit as it did.
 
     SIGINT and SIGQUIT come from the terminal to the whole process group, so the child
     already has them: the launcher ignores them and waits for the child's verdict.
+    The handlers are installed before the child starts, so no signal falls into a gap;
+    they are Python handlers rather than SIG_IGN because exec resets caught signals to
+    their default in the child, whereas ignored ones would stay ignored there.
     """
+    child = None
+    pending = []
+
     def forward(signum, _frame):
+        if child is None:
+            pending.append(signum)
+            return
         try:
             child.send_signal(signum)
         except ProcessLookupError:
             pass
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+    def ignore(_signum, _frame):
+        pass
+
+    signal.signal(signal.SIGINT, ignore)
+    signal.signal(signal.SIGQUIT, ignore)
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGHUP, forward)
+    try:
+        child = subprocess.Popen(argv, executable=program, env=env)
+    except OSError as e:
+        raise CozError(f"cannot run {program}: {e.strerror}",
+                       hint="check the program's #! line and that it runs without coz") from None
+    for signum in pending:
+        child.send_signal(signum)
     status = child.wait()
     if status >= 0:
         return status
