@@ -120,6 +120,16 @@ void Profiler::drain() {
       }
       t->ring_tail.store(tail + 1, std::memory_order_release);
     }
+    // Statistics, before an exited thread's state is recycled.
+    uint64_t v = t->samples.load(std::memory_order_relaxed);
+    total_samples_ += v - t->reported_samples;
+    t->reported_samples = v;
+    v = t->lost_records.load(std::memory_order_relaxed);
+    total_lost_ += v - t->reported_lost;
+    t->reported_lost = v;
+    v = t->dropped_samples.load(std::memory_order_relaxed);
+    total_dropped_ += v - t->reported_dropped;
+    t->reported_dropped = v;
   });
 }
 
@@ -202,11 +212,9 @@ void Profiler::write_final() {
   r.time_ns = now_real();
   const char* reason = pending_reason_.load();
   r.reason = reason ? reason : "exit";
-  hooks_.for_each_thread([&](ThreadState* t) {
-    r.samples += t->samples.load();
-    r.lost_records += t->lost_records.load();
-    r.dropped_samples += t->dropped_samples.load();
-  });
+  r.samples = total_samples_;
+  r.lost_records = total_lost_;
+  r.dropped_samples = total_dropped_;
   r.experiments = experiments_;
   if (progress().empty()) {
     std::string msg =

@@ -98,6 +98,10 @@ class Profiler {
   uint64_t total_delay_ns_ = 0;
   uint64_t start_mono_ = 0;
   uint64_t experiments_ = 0;
+  // Totals over every thread, including those that exited and were recycled.
+  uint64_t total_samples_ = 0;
+  uint64_t total_lost_ = 0;
+  uint64_t total_dropped_ = 0;
   std::atomic<uint32_t> stop_word_{0};
   std::atomic<uint32_t> final_written_{0};
   std::atomic<const char*> pending_reason_{nullptr};

@@ -79,6 +79,11 @@ struct ThreadState {
   std::atomic<uint64_t> lost_records{0};
   std::atomic<uint64_t> dropped_samples{0};
 
+  // What the profiler thread has already added to its totals (profiler only).
+  uint64_t reported_samples = 0;
+  uint64_t reported_lost = 0;
+  uint64_t reported_dropped = 0;
+
   // The program's own view of whether it blocked the sample signal.
   bool program_blocks_sample_signal = false;
 
