@@ -50,7 +50,23 @@ def analyze_args(args):
                                   min_points=args.min_points)
 
 
+def _looks_like_profile(path):
+    if path.endswith(".coz"):
+        return True
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+    except OSError:
+        return False
+    return head.startswith((b'{"type":"startup"', b"startup\t"))
+
+
 def run(args):
+    if args.json not in (None, "-") and _looks_like_profile(args.json):
+        # `coz report --json other.coz` reads as "write JSON to other.coz".
+        raise CozError(f"--json {args.json} would overwrite what looks like a profile",
+                       hint=f"name the profiles first and the JSON file last: "
+                            f"coz report {args.json} --json analysis.json")
     result = analyze_args(args)
     if args.json is not None:
         text = json.dumps(result, indent=1, allow_nan=False) + "\n"

@@ -116,3 +116,17 @@ def test_console_entry_point_runs():
     p = subprocess.run([sys.executable, "-m", "cozprof", "report", fx("throughput.coz")],
                        env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and "/src/a.c:10" in p.stdout
+
+
+def test_json_target_that_is_a_profile_is_refused(tmp_path, capsys):
+    import shutil
+
+    from cozprof import cli
+
+    prof = tmp_path / "other.coz"
+    shutil.copy(os.path.join(FIXTURES, "throughput.coz"), prof)
+    before = prof.read_bytes()
+    assert cli.main(["report", "--json", str(prof)]) == 2
+    err = capsys.readouterr().err
+    assert "would overwrite what looks like a profile" in err
+    assert prof.read_bytes() == before
