@@ -65,6 +65,9 @@ void catch_up(ThreadState* t) {
   uint64_t global = shared().global_delay.load(std::memory_order_relaxed);
   if (global <= t->local_delay) return;
   uint64_t owed = global - t->local_delay;
+  // Counted as paid before sleeping, so that nothing re-entering meanwhile
+  // can pay the same debt again.
+  t->local_delay += owed;
   // Time slept beyond an earlier debt already slowed this thread down.
   uint64_t banked = t->excess_ns < owed ? t->excess_ns : owed;
   t->excess_ns -= banked;
@@ -73,7 +76,6 @@ void catch_up(ThreadState* t) {
     uint64_t slept = g_pause.load(std::memory_order_relaxed)(to_sleep);
     if (slept > to_sleep) t->excess_ns += slept - to_sleep;
   }
-  t->local_delay += owed;
 }
 
 void pre_block(ThreadState* t) {
@@ -82,6 +84,8 @@ void pre_block(ThreadState* t) {
 }
 
 void post_block(ThreadState* t, bool woken_by_program_thread) {
+  // Hold off the sample handler meanwhile: it would pay from the same counts.
+  if (t->busy.exchange(1, std::memory_order_acquire)) return;
   uint64_t before_epoch = t->epoch;
   sync_epoch(t);
   if (woken_by_program_thread && t->epoch == before_epoch) {
@@ -89,6 +93,7 @@ void post_block(ThreadState* t, bool woken_by_program_thread) {
     if (global > t->pre_block_global) t->local_delay += global - t->pre_block_global;
   }
   catch_up(t);
+  t->busy.store(0, std::memory_order_release);
 }
 
 void inherit_delay(ThreadState* child, const ThreadState* parent) {

@@ -34,9 +34,10 @@ void sync_epoch(ThreadState* t);
 void add_hits(ThreadState* t, uint64_t hits);
 
 // Pays what the thread owes: pauses global - local (less banked excess).
+// The caller holds t->busy (process_samples does), or is a test.
 void catch_up(ThreadState* t);
 
-// Around a blocking call.
+// Around a blocking call. post_block takes t->busy itself.
 void pre_block(ThreadState* t);
 void post_block(ThreadState* t, bool woken_by_program_thread);
 

@@ -231,6 +231,41 @@ TEST_F(Delays, NewThreadStartsLevelWithItsCreator) {
   EXPECT_EQ(g_slept_total, 1000000u) << "the child inherits its creator's debt, not a clean slate";
 }
 
+namespace {
+ThreadState* g_reentrant = nullptr;
+uint64_t reentrant_pause(uint64_t ns) {
+  // A sample signal arriving during the sleep pays from the same counts.
+  if (ThreadState* t = g_reentrant) {
+    g_reentrant = nullptr;
+    catch_up(t);
+  }
+  g_slept_total += ns;
+  return ns;
+}
+}  // namespace
+
+TEST_F(Delays, DebtIsPaidOnceEvenWhenPayingReentersDuringTheSleep) {
+  ThreadState a, b;
+  sync_epoch(&b);
+  add_hits(&a, 2);
+  set_pause_fn(reentrant_pause);
+  g_reentrant = &b;
+  catch_up(&b);
+  EXPECT_EQ(g_slept_total, 1000000u);
+}
+
+TEST_F(Delays, PostBlockLeavesCountsAloneWhileTheSampleHandlerRuns) {
+  ThreadState a, b;
+  sync_epoch(&b);
+  add_hits(&a, 2);
+  b.busy.store(1);  // the handler is mid-way through this thread's samples
+  post_block(&b, false);
+  EXPECT_EQ(g_slept_total, 0u);
+  b.busy.store(0);
+  post_block(&b, false);
+  EXPECT_EQ(g_slept_total, 1000000u);
+}
+
 TEST(RealPause, SleepsAtLeastWhatIsAsked) {
   uint64_t slept = real_pause(2000000);
   EXPECT_GE(slept, 2000000u);
