@@ -364,7 +364,7 @@ void runtime_init() {
   std::string error;
   Config config;
   if (!parse_config([](const char* name) { return getenv(name); }, &config, &error))
-    fail_start(error, "coz: set COZ_* variables through 'coz run' (see 'coz run --help')");
+    fail_start(error, "set COZ_* variables through 'coz run' (see 'coz run --help')");
   g_config = new Config(config);
 
   bool root = config.launcher_pid == 0 || getppid() == config.launcher_pid;
@@ -377,16 +377,12 @@ void runtime_init() {
   if (!g_seen_objects) g_seen_objects = new std::set<uintptr_t>();
   g_seen_objects->clear();
 
-  g_writer = new ProfileWriter();
-  std::string path = output_name(config, root);
-  if (!g_writer->open(path, config.format == "legacy", &error))
-    fail_start(error, "coz: choose another file with 'coz run -o PATH'");
-
   g_lines = new LineMap(config.binary_scope, config.source_scope);
   scan_objects();
 
   uint64_t start_mono = now_mono();
   ProfilerHooks hooks{for_each_thread};
+  g_writer = new ProfileWriter();  // opened below, once the options are known to be good
   g_profiler = new Profiler(config, g_lines, g_writer, hooks);
   g_profiler->set_start_time(start_mono);
 
@@ -400,7 +396,7 @@ void runtime_init() {
     if (found.empty())
       fail_start("--fixed-line " + config.fixed_line + " matches no line with code in the binary scope (" +
                      scope_text() + ")",
-                 "coz: check the file name and line number (a line with no code, such as a comment or a "
+                 "check the file name and line number (a line with no code, such as a comment or a "
                  "declaration, cannot be chosen), or widen --binary-scope");
     std::vector<AddrRange> ranges;
     for (const Line* l : found) {
@@ -415,7 +411,7 @@ void runtime_init() {
       std::vector<const Line*> found = g_lines->find(p);
       if (found.empty())
         fail_start("--progress " + p + " matches no line with code in the binary scope (" + scope_text() + ")",
-                   "coz: check the file name and line number, or widen --binary-scope");
+                   "check the file name and line number, or widen --binary-scope");
       std::vector<AddrRange> r = g_lines->ranges_of(found[0]);
       std::vector<uintptr_t> addrs;
       for (const AddrRange& a : r) addrs.push_back(a.start);
@@ -425,6 +421,10 @@ void runtime_init() {
       fail_start("at most 4 --progress points can be counted with hardware breakpoints", nullptr);
     progress().set_breakpoints(bps);
   }
+  // An error above leaves no empty profile behind.
+  std::string path = output_name(config, root);
+  if (!g_writer->open(path, config.format == "legacy", &error))
+    fail_start(error, "choose another file with 'coz run -o PATH'");
   if (!shared().scope.load())
     raw_log("warning: the binary scope (%s) matches no loaded object; nothing will be profiled",
             scope_text().c_str());

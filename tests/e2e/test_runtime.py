@@ -144,6 +144,7 @@ def test_fixed_line_matching_no_line_is_a_one_line_error(build, tmp_path):
     assert lines[0].startswith("coz: error: --fixed-line serial_ab.c:1 matches no line"), err
     assert len(lines) == 2 and lines[1].startswith("coz: ") and "coz: coz:" not in err, err
     assert r.stdout == b"", "the program must not run"
+    assert not (tmp_path / "x.coz").exists(), "no empty profile is left behind"
 
 
 def test_upstream_header_builds_are_counted(build, tmp_path):
