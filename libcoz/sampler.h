@@ -22,7 +22,7 @@ int sample_signal();
 
 struct SamplerSettings {
   uint64_t period_ns = 1000000;
-  uint32_t batch = 4;  // samples per notification: small, so delays are paid early
+  uint32_t batch = 1;  // samples per notification: every sample, so delays reach other threads within ~1 period
 };
 void sampler_configure(const SamplerSettings& s);
 
