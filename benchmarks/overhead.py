@@ -97,7 +97,7 @@ int main(void) {
 
 def build_bigdebug(cache, lines):
     """Generate and build (once per size) the large program; returns {flavour: path}."""
-    per_file = max(1, lines // (LINES_PER_FUNCTION * FILES))
+    per_file = max(1, -(-lines // (LINES_PER_FUNCTION * FILES)))
     d = os.path.join(cache, f"bigdebug-{per_file * LINES_PER_FUNCTION * FILES}")
     os.makedirs(d, exist_ok=True)
     srcs = []
