@@ -130,11 +130,15 @@ def real_speedups(case, binary, amounts, reps, short, baselines):
     return {x: 1.0 - benchlib.median(runs[x]) / base for x in amounts}, noise
 
 
-def predictions(case, runner, line, amounts, workdir, tag):
-    """{x: predicted speedup or None}, plus notes, from runs at 0 and each x."""
+def predictions(case, runner, line, amounts, workdir, tag, baseline_reps):
+    """{x: predicted speedup or None}, plus notes, from runs at 0 and each x.
+
+    The speedup-0 runs are the baseline of every x, so one slow baseline
+    run would shift every prediction alike: there are `baseline_reps` of them.
+    """
     paths = []
-    for x in [0.0] + amounts:
-        out = os.path.join(workdir, f"{case.name}.{tag}.{int(round(x * 100))}.coz")
+    for i, x in enumerate([0.0] * baseline_reps + amounts):
+        out = os.path.join(workdir, f"{case.name}.{tag}.{int(round(x * 100))}.{i}.coz")
         runner(out, line, int(round(x * 100)))
         paths.append(out)
     prof = benchlib.load_profiles(paths)
@@ -172,7 +176,10 @@ def main(argv=None):
                     help="plain runs per point for real speedups (default 3, 1 with --short)")
     ap.add_argument("--amounts", default=None,
                     help="comma-separated line speedups in percent (default 25,50,75; 50 with --short)")
+    ap.add_argument("--baseline-reps", type=int, default=None,
+                    help="profiled runs at speedup 0 per case (default 2; 1 with --short)")
     args = ap.parse_args(argv)
+    baseline_reps = args.baseline_reps or (1 if args.short else 2)
 
     build_dirs = args.build or benchlib.default_build_dirs()
     reps = args.reps or (1 if args.short else 3)
@@ -206,7 +213,8 @@ def main(argv=None):
     errors = []
     print(f"# machine: {benchlib.machine_description()}; load average at start "
           f"{benchlib.load_average()}")
-    print(f"# real: median of {reps} plain run(s); predicted: one profiled run per speedup")
+    print(f"# real: median of {reps} plain run(s); predicted: {baseline_reps} profiled run(s) "
+          "at speedup 0, one at each other speedup, experiments pooled")
     print("# known: the header comment's answer; real: measured; noise: spread of the")
     print("# baseline runs; errors in percentage points against real (and against known)")
     print(f"{'case':<24} {'line':>4} {'x%':>3} {'known%':>6} {'real%':>6} {'noise%':>6} "
@@ -223,7 +231,8 @@ def main(argv=None):
                     def run_o(out, ln, n):
                         benchlib.run_ours([binary, *plain_args], libcoz, out, ln, n)
                     try:
-                        ours, n1 = predictions(case, run_o, line, amounts, workdir, "ours")
+                        ours, n1 = predictions(case, run_o, line, amounts, workdir, "ours",
+                                               baseline_reps)
                         notes += ["ours: " + n for n in n1]
                     except BenchError as e:
                         notes.append("ours failed: " + str(e).splitlines()[0])
@@ -233,7 +242,8 @@ def main(argv=None):
                     def run_u(out, ln, n):
                         benchlib.run_upstream([up_bin, *plain_args], out, ln, n)
                     try:
-                        up, n2 = predictions(case, run_u, line, amounts, workdir, "upstream")
+                        up, n2 = predictions(case, run_u, line, amounts, workdir, "upstream",
+                                             baseline_reps)
                         notes += ["upstream: " + n for n in n2]
                     except BenchError as e:
                         notes.append("upstream failed: " + str(e).splitlines()[0])
@@ -285,6 +295,7 @@ def main(argv=None):
 
     summary = {
         "summary": "accuracy", "short": args.short, "amounts": amounts, "reps": reps,
+        "baseline_reps": baseline_reps,
         "machine": benchlib.machine_description(), "load_average_end": benchlib.load_average(),
         "ours": overall("ours") if use_ours else None,
         "upstream": overall("upstream") if use_upstream else None,
