@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -37,6 +38,14 @@ __thread int tls_in_runtime __attribute__((tls_model("initial-exec"))) = 0;
 
 namespace {
 
+// The program's own sample signals (sigqueue, kill, its timers) that arrived
+// while the program had blocked that signal. The runtime never really blocks
+// it (its samples must flow), so it keeps them here and queues them again
+// when the program unblocks the signal, as the kernel would have held them.
+constexpr int kMaxDeferred = 8;
+__thread siginfo_t tls_deferred[kMaxDeferred] __attribute__((tls_model("initial-exec")));
+__thread int tls_deferred_count __attribute__((tls_model("initial-exec"))) = 0;
+
 enum State { kUninit, kStarting, kActive, kDormant, kStopped };
 std::atomic<int> g_state{kUninit};
 std::atomic<bool> g_shutdown_started{false};
@@ -47,7 +56,17 @@ ProfileWriter* g_writer = nullptr;
 Profiler* g_profiler = nullptr;
 pid_t g_pid = 0;
 pthread_key_t g_thread_key;
-bool g_timer_announced = false;
+std::atomic<bool> g_timer_announced{false};
+// The startup record opens a run: a warning of the main thread's start waits for it.
+// (Plain data: the library constructor may run before this file's static
+// initializers.)
+bool g_startup_written = false;
+char g_early_warning[512];
+// Program threads that have not ended yet (the main thread included). The
+// profiler thread is not one of them, but glibc counts it: when the last
+// program thread leaves with pthread_exit, glibc would wait for it forever
+// instead of ending the process, so the runtime ends it (see thread_done).
+std::atomic<long> g_live_threads{0};
 
 // A lock that bypasses our own interposed pthread functions.
 class InternalLock {
@@ -133,13 +152,23 @@ void for_each_thread(const std::function<void(ThreadState*)>& fn) {
 void begin_thread(ThreadState* t, bool inherited) {
   RuntimeGuard guard;
   if (!inherited) inherit_delay(t, nullptr);
+  // A sample signal blocked before we were in charge (a mask inherited
+  // through exec): the program's view keeps it blocked, the real mask not.
+  sigset_t cur;
+  if (real_pthread_sigmask()(SIG_BLOCK, nullptr, &cur) == 0 && sigismember(&cur, sample_signal()) == 1) {
+    t->program_blocks_sample_signal = true;
+    sigset_t ss;
+    sigemptyset(&ss);
+    sigaddset(&ss, sample_signal());
+    real_pthread_sigmask()(SIG_UNBLOCK, &ss, nullptr);
+  }
   std::string why;
   SamplerKind kind = sampler_start(t, &why);
-  if (kind == SamplerKind::kTimer && !g_timer_announced) {
-    g_timer_announced = true;
+  if (kind == SamplerKind::kTimer && !g_timer_announced.exchange(true)) {
     std::string msg = why + "; sampling with per-thread CPU timers instead";
     raw_log("warning: %s", msg.c_str());
-    if (g_writer) g_writer->warning("perf-event-refused", msg);
+    if (!g_startup_written) snprintf(g_early_warning, sizeof g_early_warning, "%s", msg.c_str());
+    else if (g_writer) g_writer->warning("perf-event-refused", msg);
   } else if (kind == SamplerKind::kNone) {
     raw_log("warning: cannot sample thread %d: %s", static_cast<int>(t->tid), why.c_str());
   }
@@ -149,16 +178,26 @@ void begin_thread(ThreadState* t, bool inherited) {
   pthread_setspecific(g_thread_key, t);
 }
 
+// A program thread has ended. When it was the last one (the main thread left
+// with pthread_exit earlier), end the process the way glibc does for the last
+// thread, with exit(0): the profiler thread would otherwise keep it alive.
+void thread_done() {
+  if (g_live_threads.fetch_sub(1) == 1 && g_state.load() == kActive && raw_getpid() == g_pid) exit(0);
+}
+
 // Thread-exit destructor: every way out of a thread (return, pthread_exit,
 // cancellation) passes here.
 void end_thread(void* arg) {
   ThreadState* t = static_cast<ThreadState*>(arg);
   if (!t || raw_getpid() != g_pid) return;
-  RuntimeGuard guard;
-  sampler_stop(t);
-  progress().detach_thread(t);
-  tls_state = nullptr;
-  t->state.store(2);
+  {
+    RuntimeGuard guard;
+    sampler_stop(t);
+    progress().detach_thread(t);
+    tls_state = nullptr;
+    t->state.store(2);
+  }
+  thread_done();
 }
 
 // Registers every object not seen yet with the line map, and publishes the
@@ -243,17 +282,24 @@ void on_terminate_signal(int sig, siginfo_t*, void*) {
 void on_sample_signal(int sig, siginfo_t* si, void* uc) {
   int saved = errno;
   ThreadState* t = tls_state;
-  if (si->si_code == SI_TIMER) {
-    if (t && t->has_timer) process_timer_sample(t, uc);
-  } else if (si->si_code == POLL_IN || si->si_code == POLL_HUP || si->si_code == POLL_MSG ||
-             si->si_code == POLL_ERR || si->si_code == POLL_PRI) {
-    if (t && si->si_fd == t->perf_fd) process_samples(t);
+  bool from_poll = si->si_code == POLL_IN || si->si_code == POLL_HUP || si->si_code == POLL_MSG ||
+                   si->si_code == POLL_ERR || si->si_code == POLL_PRI || si->si_code == POLL_OUT;
+  if (si->si_code == SI_TIMER && t && t->has_timer && si->si_value.sival_ptr == t) {
+    process_timer_sample(t, uc);
+  } else if (from_poll && t && t->perf_fd >= 0 && si->si_fd == t->perf_fd) {
+    process_samples(t);
   } else {
+    // The program's own: its timers, its O_ASYNC descriptors, sigqueue, kill.
     struct sigaction& pa = g_program_action[sig];
-    if (pa.sa_flags & SA_SIGINFO) {
+    if (t && t->program_blocks_sample_signal) {
+      if (tls_deferred_count < kMaxDeferred) tls_deferred[tls_deferred_count++] = *si;
+    } else if (pa.sa_flags & SA_SIGINFO) {
       if (pa.sa_sigaction) pa.sa_sigaction(sig, si, uc);
     } else if (pa.sa_handler == SIG_DFL) {
-      die_by_default(sig);
+      // A timer or descriptor notification while the program has no handler
+      // is a late one of ours (its thread has just stopped sampling): drop it.
+      // Anything else kills, as it would without the profiler.
+      if (!from_poll && si->si_code != SI_TIMER) die_by_default(sig);
     } else if (pa.sa_handler != SIG_IGN && pa.sa_handler) {
       pa.sa_handler(sig);
     }
@@ -382,6 +428,8 @@ void runtime_init() {
 
   uint64_t start_mono = now_mono();
   ProfilerHooks hooks{for_each_thread};
+  g_startup_written = false;
+  g_early_warning[0] = '\0';
   g_writer = new ProfileWriter();  // opened below, once the options are known to be good
   g_profiler = new Profiler(config, g_lines, g_writer, hooks);
   g_profiler->set_start_time(start_mono);
@@ -437,6 +485,7 @@ void runtime_init() {
   pthread_atfork(fork_prepare, fork_parent, fork_child);
 
   shared().sampling.store(true);
+  g_live_threads.store(1);
   ThreadState* main_state = alloc_state();
   begin_thread(main_state, false);
 
@@ -453,6 +502,8 @@ void runtime_init() {
   sr.fixed_line = config.fixed_line;
   sr.fixed_speedup = config.fixed_speedup;
   g_writer->startup(sr);
+  g_startup_written = true;
+  if (g_early_warning[0]) g_writer->warning("perf-event-refused", g_early_warning);
 
   // The profiler thread takes no signal of the program's.
   sigset_t all, old;
@@ -480,6 +531,9 @@ ThreadStart* prepare_thread(void* (*fn)(void*), void* arg) {
     RuntimeGuard guard;
     s->state = alloc_state();
     inherit_delay(s->state, tls_state);  // a new thread starts level with its creator
+    // ... and with its creator's signal mask, as the program sees it.
+    s->state->program_blocks_sample_signal = tls_state && tls_state->program_blocks_sample_signal;
+    g_live_threads.fetch_add(1);         // counted from here: its creator may leave before it starts
   }
   return s;
 }
@@ -488,6 +542,7 @@ void discard_thread_start(ThreadStart* s) {
   if (s->state) {
     s->state->state.store(2);
     register_state(s->state);  // recycled by the profiler thread
+    g_live_threads.fetch_sub(1);
   }
   delete s;
 }
@@ -496,7 +551,15 @@ void* thread_trampoline(void* arg) {
   ThreadStart* s = static_cast<ThreadStart*>(arg);
   void* (*fn)(void*) = s->fn;
   void* fn_arg = s->arg;
-  if (s->state && g_state.load() == kActive && raw_getpid() == g_pid) begin_thread(s->state, true);
+  if (s->state) {
+    if (g_state.load() == kActive && raw_getpid() == g_pid) {
+      begin_thread(s->state, true);
+    } else {
+      s->state->state.store(2);
+      register_state(s->state);
+      thread_done();
+    }
+  }
   delete s;
   return fn(fn_arg);
 }
@@ -557,6 +620,14 @@ int virtual_sigmask(SigmaskFn real, int how, const sigset_t* set, sigset_t* olds
   if (rc == 0 && oldset) {
     if (was_blocked) sigaddset(oldset, ss);
     else sigdelset(oldset, ss);
+  }
+  if (rc == 0 && was_blocked && !t->program_blocks_sample_signal) {
+    // Unblocked: queue again what arrived meanwhile; it is delivered before
+    // this call returns, as a pending signal would be.
+    int n = tls_deferred_count;
+    tls_deferred_count = 0;
+    for (int i = 0; i < n; i++)
+      syscall(SYS_rt_tgsigqueueinfo, raw_getpid(), raw_gettid(), ss, &tls_deferred[i]);
   }
   return rc;
 }

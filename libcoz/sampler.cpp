@@ -9,6 +9,7 @@
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -38,6 +39,18 @@ long perf_event_open(perf_event_attr* attr, pid_t pid, int cpu, int group, unsig
 }
 
 pid_t gettid_raw() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+// Perf descriptors may use the lower half of the open-file soft limit only:
+// the rest is the program's, whose own open() must never fail because of us
+// (2,000 threads would otherwise take all 1,024 descriptors of the default
+// limit). Descriptors are allocated lowest first, so a descriptor number at
+// or above the line means the table is already that full.
+bool fd_leaves_headroom(long fd, rlim_t* soft_limit) {
+  rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return true;
+  *soft_limit = rl.rlim_cur;
+  return static_cast<rlim_t>(fd) < rl.rlim_cur / 2;
+}
 
 // [sig] Records one sample given its frames (innermost first; frames after
 // the first are return addresses).
@@ -170,7 +183,12 @@ SamplerKind sampler_start(ThreadState* t, std::string* why) {
   attr.wakeup_events = g_settings.batch;
   attr.disabled = 1;
   long fd = perf_event_open(&attr, t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
-  if (fd >= 0) {
+  rlim_t soft_limit = 0;
+  if (fd >= 0 && !fd_leaves_headroom(fd, &soft_limit)) {
+    close(static_cast<int>(fd));
+    *why = "open files reach half of the open-file limit (ulimit -n = " + std::to_string(soft_limit) +
+           "), the other half is left to the program";
+  } else if (fd >= 0) {
     size_t len = (1 + kDataPages) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
     void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, static_cast<int>(fd), 0);
     f_owner_ex owner{F_OWNER_TID, t->tid};
@@ -187,6 +205,8 @@ SamplerKind sampler_start(ThreadState* t, std::string* why) {
     if (m != MAP_FAILED) munmap(m, len);
     close(static_cast<int>(fd));
     *why = std::string("perf_event ring buffer setup failed: ") + strerror(errno);
+  } else if (errno == EMFILE || errno == ENFILE) {
+    *why = std::string("perf_event_open found no free file descriptor (") + strerror(errno) + ")";
   } else {
     *why = std::string("perf_event_open refused: ") + strerror(errno);
   }
@@ -196,6 +216,7 @@ SamplerKind sampler_start(ThreadState* t, std::string* why) {
   memset(&sev, 0, sizeof sev);
   sev.sigev_notify = SIGEV_THREAD_ID;
   sev.sigev_signo = sample_signal();
+  sev.sigev_value.sival_ptr = t;  // tells our timer's signals from the program's own timers
   sev._sigev_un._tid = t->tid;
   timer_t timer;
   if (timer_create(CLOCK_THREAD_CPUTIME_ID, &sev, &timer) != 0) {

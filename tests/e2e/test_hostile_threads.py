@@ -1,0 +1,59 @@
+"""Threads under the profiler: thousands alive at once (without taking the
+program's file descriptors), threads made by constructors before main, a
+main that ends with pthread_exit, and exit() from a worker."""
+
+import resource
+
+from conftest import build_program, records
+from hostile_common import assert_same_behaviour, run_both
+
+
+def low_fd_limit():
+    """The default soft limit of many systems: 1,024 open files."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+
+
+def test_two_thousand_live_threads_leave_the_program_its_files(tmp_path):
+    exe = build_program("hostile_threads", tmp_path)
+    plain, profiled = run_both([exe, "many", "2000"], profile=tmp_path / "p.coz", preexec_fn=low_fd_limit)
+    assert plain.stdout == b"threads 2000 open failures 0 main failures 0\n"
+    assert_same_behaviour(plain, profiled)
+    # The runtime says once that it stopped opening perf descriptors.
+    assert profiled.stderr.count(b"open-file limit") == 1
+    recs = records(tmp_path / "p.coz")
+    assert recs[-1]["type"] == "shutdown" and recs[-1]["samples"] > 0
+
+
+def test_threads_created_by_a_constructor(tmp_path):
+    exe = build_program("hostile_threads", tmp_path)
+    plain, profiled = run_both([exe, "ctor"], env={"HOSTILE_CTOR": "1"}, profile=tmp_path / "p.coz")
+    assert plain.stdout.startswith(b"ctor results ")
+    assert_same_behaviour(plain, profiled)
+    recs = records(tmp_path / "p.coz")
+    assert recs[-1]["type"] == "shutdown"
+    # the constructor's threads were sampled: their spin loop shows in the samples
+    counts = {}
+    for r in recs:
+        if r["type"] == "samples":
+            for k, v in r["counts"].items():
+                counts[k] = counts.get(k, 0) + v
+    assert sum(v for k, v in counts.items() if "hostile_threads.c:" in k) >= 10
+
+
+def test_main_ending_with_pthread_exit(tmp_path):
+    exe = build_program("hostile_threads", tmp_path)
+    plain, profiled = run_both([exe, "pthread_exit"], profile=tmp_path / "p.coz", timeout=30)
+    assert b"main leaves" in plain.stdout and plain.returncode == 0
+    assert_same_behaviour(plain, profiled, sort_lines=True)
+    recs = records(tmp_path / "p.coz")
+    assert recs[-1]["type"] == "shutdown" and recs[-1]["reason"] == "exit"
+
+
+def test_exit_from_a_worker_while_others_run(tmp_path):
+    exe = build_program("hostile_threads", tmp_path)
+    plain, profiled = run_both([exe, "thread_exit"], profile=tmp_path / "p.coz", timeout=30)
+    assert plain.returncode == 7
+    assert_same_behaviour(plain, profiled)
+    recs = records(tmp_path / "p.coz")
+    assert recs[-1]["type"] == "shutdown" and recs[-1]["reason"] == "exit"
