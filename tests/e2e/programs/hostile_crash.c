@@ -1,0 +1,53 @@
+/* Ends badly, for the hostile-host tests. Modes (argv[1]):
+ *   segv          - runs for a while (several experiments), then dereferences null
+ *   wait          - prints "ready <pid>" once it has run a while, then spins until killed
+ *   term_handler  - as wait, with a SIGTERM handler of its own that calls exit(3)
+ * Two threads spin so that experiments have samples. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile unsigned long sink;
+
+static void spin_for_ms(long ms) {
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  do {
+    for (int i = 0; i < 20000; i++) sink += (unsigned long)i * 40503u; /* hot line */
+    clock_gettime(CLOCK_MONOTONIC, &b);
+  } while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < ms);
+}
+
+static void* spinner(void* arg) {
+  (void)arg;
+  for (;;) spin_for_ms(1000);
+  return NULL;
+}
+
+static void on_term(int sig) {
+  (void)sig;
+  exit(3);
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  pthread_t t;
+  pthread_create(&t, NULL, spinner, NULL);
+  if (!strcmp(argv[1], "term_handler")) signal(SIGTERM, on_term);
+  spin_for_ms(300);
+  if (!strcmp(argv[1], "segv")) {
+    printf("crashing\n");
+    fflush(stdout);
+    *(volatile int*)(argc == 99 ? (void*)&sink : NULL) = 1;
+    return 0;
+  }
+  /* write(2), not stdio: the SIGTERM handler's exit() flushes stdio */
+  char line[64];
+  int n = snprintf(line, sizeof line, "ready %d\n", (int)getpid());
+  if (write(1, line, (size_t)n) != n) return 1;
+  for (;;) spin_for_ms(1000);
+}

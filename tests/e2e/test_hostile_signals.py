@@ -1,0 +1,173 @@
+"""Signals under the profiler: the program's handlers (SIGSEGV, SIGBUS,
+SIGABRT, SIGPROF, SIGALRM, real-time signals including the runtime's own
+sample signal SIGRTMAX-3) keep working, sigaction returns the true previous
+action, masks read back as the program set them; crashes and kills leave a
+readable profile; SIGINT/SIGTERM end with the final records and the
+program's own exit status. Also where perf_event is refused (seccomp)."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import LIBCOZ, REPO, build_program, records
+from hostile_common import FAST, assert_same_behaviour, run_both
+
+sys.path.insert(0, os.path.join(REPO, "python"))
+from cozprof import profile as cozprofile  # noqa: E402
+
+
+def no_core():
+    import resource
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def check_all_ok(result):
+    lines = result.stdout.decode().splitlines()
+    assert len(lines) == 30, lines
+    assert all(l.endswith(": ok") for l in lines), [l for l in lines if not l.endswith(": ok")]
+
+
+def test_program_signal_handlers_and_masks(tmp_path):
+    exe = build_program("hostile_signals", tmp_path)
+    plain, profiled = run_both([exe], profile=tmp_path / "p.coz")
+    check_all_ok(plain)
+    assert_same_behaviour(plain, profiled)
+    recs = records(tmp_path / "p.coz")
+    assert recs[0]["sampler"] == "perf_event"
+    assert recs[-1]["type"] == "shutdown" and recs[-1]["samples"] > 0
+
+
+def test_perf_event_refused_by_seccomp_falls_back_to_timers(tmp_path):
+    noperf = build_program("hostile_noperf", tmp_path)
+    exe = build_program("hostile_signals", tmp_path)
+    # Signals keep working with the runtime's own timers on SIGRTMAX-3 too.
+    plain = subprocess.run([noperf, exe], capture_output=True, timeout=60)
+    profiled = subprocess.run([noperf, sys.executable, "-m", "cozprof", "run", *FAST, "-o",
+                               str(tmp_path / "p.coz"), "---", exe], capture_output=True, env=_env(), timeout=60)
+    check_all_ok(plain)
+    assert_same_behaviour(plain, profiled)
+    assert profiled.stderr.count(b"perf_event_open refused: Permission denied") == 1
+    # A longer CPU-bound program: experiments with samples of its hot line.
+    spin = build_program("hostile_crash", tmp_path)
+    out = tmp_path / "t.coz"
+    proc = subprocess.Popen([noperf, sys.executable, "-m", "cozprof", "run", *FAST, "-o", str(out), "---",
+                             spin, "wait"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    line = proc.stdout.readline()
+    assert line.startswith(b"ready")
+    os.kill(int(line.split()[1]), signal.SIGTERM)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGTERM
+    recs = records(out)
+    assert recs[0]["type"] == "startup" and recs[0]["sampler"] == "timer"
+    warnings = [r for r in recs if r["type"] == "warning" and r["code"] == "perf-event-refused"]
+    assert len(warnings) == 1
+    experiments = [r for r in recs if r["type"] == "experiment"]
+    assert len(experiments) >= 2
+    assert sum(r["counts"][k] for r in recs if r["type"] == "samples" for k in r["counts"]
+               if "hostile_crash.c:20" in k) > 50
+    assert recs[-1]["type"] == "shutdown" and recs[-1]["reason"] == "SIGTERM"
+
+
+def _env(extra=None):
+    env = dict(os.environ)
+    env["COZ_LIBRARY"] = LIBCOZ
+    env["PYTHONPATH"] = os.path.join(REPO, "python") + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra or {})
+    return env
+
+
+def _start(command, profiled, out=None, group=False):
+    cmd = command
+    if profiled:
+        cmd = [sys.executable, "-m", "cozprof", "run", *FAST, "-o", str(out), "---", *command]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+                            preexec_fn=no_core, start_new_session=group)
+
+
+def _ready_pid(proc):
+    line = proc.stdout.readline()
+    assert line.startswith(b"ready "), (line, proc.stderr.read() if proc.poll() is not None else b"")
+    return int(line.split()[1])
+
+
+def _assert_whole_and_readable(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data.endswith(b"\n"), "the last record was cut"
+    recs = records(path)
+    assert recs[0]["type"] == "startup"
+    assert any(r["type"] == "experiment" for r in recs)
+    prof = cozprofile.load([str(path)])
+    assert prof.warnings == []
+    assert len(prof.runs) == 1 and len(prof.experiments) >= 1
+    return recs
+
+
+def test_crash_by_sigsegv_leaves_a_readable_profile(tmp_path):
+    exe = build_program("hostile_crash", tmp_path)
+    plain, profiled = run_both([exe, "segv"], profile=tmp_path / "p.coz", preexec_fn=no_core)
+    assert plain.returncode == -signal.SIGSEGV
+    assert_same_behaviour(plain, profiled)
+    recs = _assert_whole_and_readable(tmp_path / "p.coz")
+    assert recs[-1]["type"] != "shutdown"
+
+
+def _killed(tmp_path, profiled):
+    exe = build_program("hostile_crash", tmp_path)
+    out = tmp_path / "p.coz"
+    proc = _start([exe, "wait"], profiled, out)
+    os.kill(_ready_pid(proc), signal.SIGKILL)
+    proc.communicate(timeout=30)
+    return proc.returncode, out
+
+
+def test_sigkill_leaves_a_readable_profile(tmp_path):
+    _, out = _killed(tmp_path, True)
+    recs = _assert_whole_and_readable(out)
+    assert recs[-1]["type"] != "shutdown"
+
+
+@pytest.mark.xfail(strict=True, reason="launcher bug: wait_and_pass_status calls signal.signal(SIGKILL, ...), "
+                                       "which raises, so coz run exits 1 instead of dying by SIGKILL")
+def test_sigkill_status_passes_through_the_launcher(tmp_path):
+    assert _killed(tmp_path, False)[0] == -signal.SIGKILL
+    assert _killed(tmp_path, True)[0] == -signal.SIGKILL
+
+
+def _end_by(sig, mode, tmp_path, group):
+    exe = build_program("hostile_crash", tmp_path)
+    out = tmp_path / "p.coz"
+    statuses = []
+    for profiled in (False, True):
+        proc = _start([exe, mode], profiled, out, group=group)
+        _ready_pid(proc)
+        if group:
+            os.killpg(proc.pid, sig)  # as a terminal's ^C reaches the whole foreground group
+        else:
+            os.kill(proc.pid, sig)  # the launcher passes it on
+        stdout, stderr = proc.communicate(timeout=30)
+        statuses.append((proc.returncode, stdout))
+    assert statuses[0] == statuses[1]
+    return statuses[0][0], records(out)
+
+
+def test_sigint_writes_final_records_and_dies_by_sigint(tmp_path):
+    status, recs = _end_by(signal.SIGINT, "wait", tmp_path, group=True)
+    assert status == -signal.SIGINT
+    assert recs[-1]["type"] == "shutdown" and recs[-1]["reason"] == "SIGINT"
+    assert any(r["type"] == "experiment" for r in recs)
+
+
+def test_sigterm_writes_final_records_and_dies_by_sigterm(tmp_path):
+    status, recs = _end_by(signal.SIGTERM, "wait", tmp_path, group=False)
+    assert status == -signal.SIGTERM
+    assert recs[-1]["type"] == "shutdown" and recs[-1]["reason"] == "SIGTERM"
+
+
+def test_sigterm_with_the_programs_own_handler_keeps_its_status(tmp_path):
+    status, recs = _end_by(signal.SIGTERM, "term_handler", tmp_path, group=False)
+    assert status == 3
+    assert recs[-1]["type"] == "shutdown" and recs[-1]["reason"] == "exit"
