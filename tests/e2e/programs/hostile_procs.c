@@ -1,0 +1,100 @@
+/* Processes under the profiler. Modes (argv[1]):
+ *   fork   - the parent forks a child; both compute (with a progress point) and
+ *            the parent reports the child's exit status
+ *   vfork  - vfork + exec of this program's "leaf"
+ *   spawn  - posix_spawn of this program's "leaf"
+ *   exec   - replaces itself with this program's "leaf"
+ *   leaf   - computes, prints its result and exits 11
+ * Output is deterministic and names no pid. */
+#include <coz.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+static volatile unsigned long sink;
+
+static unsigned long child_work(unsigned long rounds) {
+  unsigned long x = 104729;
+  for (unsigned long r = 0; r < rounds; r++) {
+    for (int i = 0; i < 20000; i++) x = x * 2862933555777941757ul + 3037000493ul; /* child's hot line */
+    COZ_PROGRESS_NAMED("child-round");
+  }
+  return x % 100003;
+}
+
+static unsigned long parent_work(unsigned long rounds) {
+  unsigned long x = 7919;
+  for (unsigned long r = 0; r < rounds; r++) {
+    for (int i = 0; i < 20000; i++) x = x * 6364136223846793005ul + 1442695040888963407ul; /* parent's hot line */
+    COZ_PROGRESS_NAMED("parent-round");
+  }
+  return x % 100003;
+}
+
+static void report(const char* what, int status) {
+  if (WIFEXITED(status)) printf("%s exited %d\n", what, WEXITSTATUS(status));
+  else if (WIFSIGNALED(status)) printf("%s killed by signal %d\n", what, WTERMSIG(status));
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  const char* mode = argv[1];
+  char* leaf_argv[] = {argv[0], "leaf", NULL};
+  if (!strcmp(mode, "leaf")) {
+    printf("leaf result %lu\n", child_work(8000));
+    return 11;
+  }
+  if (!strcmp(mode, "exec")) {
+    printf("before exec\n");
+    fflush(stdout);
+    execv(argv[0], leaf_argv);
+    perror("execv");
+    return 127;
+  }
+  int status = 0;
+  if (!strcmp(mode, "fork")) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+      printf("child result %lu\n", child_work(8000));
+      fflush(stdout);
+      exit(5);
+    }
+    unsigned long mine = parent_work(8000);
+    waitpid(pid, &status, 0);
+    report("child", status);
+    printf("parent result %lu\n", mine);
+    return 0;
+  }
+  if (!strcmp(mode, "vfork")) {
+    fflush(stdout);
+    pid_t pid = vfork();
+    if (pid == 0) {
+      execv(argv[0], leaf_argv);
+      _exit(127);
+    }
+    waitpid(pid, &status, 0);
+    report("vfork child", status);
+    printf("parent result %lu\n", parent_work(2000));
+    return 0;
+  }
+  if (!strcmp(mode, "spawn")) {
+    fflush(stdout);
+    pid_t pid;
+    int rc = posix_spawn(&pid, argv[0], NULL, NULL, leaf_argv, environ);
+    if (rc != 0) {
+      printf("posix_spawn failed: %s\n", strerror(rc));
+      return 1;
+    }
+    printf("parent result %lu\n", parent_work(2000));
+    fflush(stdout);
+    waitpid(pid, &status, 0);
+    report("spawned child", status);
+    return 0;
+  }
+  return 2;
+}

@@ -1,0 +1,128 @@
+"""Processes under the profiler: fork, vfork, posix_spawn and exec behave as
+without it; with --follow-children each child is profiled into its own file
+(%p expands to the pid; without %p the child's file is <name>.<pid>.<ext>),
+and the analysis merges the files."""
+
+import glob
+import os
+import subprocess
+import sys
+
+from conftest import REPO, build_program, coz_run, records
+from hostile_common import FAST, assert_same_behaviour, run_both
+
+sys.path.insert(0, os.path.join(REPO, "python"))
+from cozprof import profile as cozprofile  # noqa: E402
+
+
+def procs(tmp_path):
+    return build_program("hostile_procs", tmp_path)
+
+
+def runs_of(path):
+    """Startup records of a file, with the records of each run."""
+    out = []
+    for r in records(path):
+        if r["type"] == "startup":
+            out.append([r])
+        else:
+            out[-1].append(r)
+    return out
+
+
+def selected_lines(run):
+    return {r["selected"].rsplit(":", 1)[1] for r in run if r["type"] == "experiment"}
+
+
+def source_line(text):
+    with open(os.path.join(os.path.dirname(__file__), "programs", "hostile_procs.c")) as f:
+        for n, line in enumerate(f, 1):
+            if text in line:
+                return str(n)
+    raise AssertionError(text)
+
+
+def test_fork_without_follow_children(tmp_path):
+    exe = procs(tmp_path)
+    plain, profiled = run_both([exe, "fork"], profile=tmp_path / "p.coz")
+    assert plain.stdout.startswith(b"child result") and b"child exited 5" in plain.stdout
+    assert_same_behaviour(plain, profiled, sort_lines=True)
+    assert glob.glob(str(tmp_path / "p.*.coz")) == []  # the child is not profiled
+    (run,) = runs_of(tmp_path / "p.coz")
+    assert run[-1]["type"] == "shutdown"
+    assert selected_lines(run) <= {source_line("parent's hot line")}
+
+
+def test_fork_with_follow_children_names_the_childs_file_by_pid(tmp_path):
+    exe = procs(tmp_path)
+    plain, profiled = run_both([exe, "fork"], coz_args=["--follow-children"], profile=tmp_path / "p.coz")
+    assert_same_behaviour(plain, profiled, sort_lines=True)
+    (parent,) = runs_of(tmp_path / "p.coz")
+    (child_file,) = glob.glob(str(tmp_path / "p.*.coz"))
+    (child,) = runs_of(child_file)
+    assert child_file == str(tmp_path / f"p.{child[0]['pid']}.coz")
+    assert child[0]["pid"] != parent[0]["pid"]
+    assert parent[-1]["type"] == "shutdown" and child[-1]["type"] == "shutdown"
+    # each process ran its own experiments on its own hot line
+    assert selected_lines(parent) == {source_line("parent's hot line")}
+    assert selected_lines(child) == {source_line("child's hot line")}
+    # the analysis merges both files
+    prof = cozprofile.load([str(tmp_path / "p.coz"), child_file])
+    assert len(prof.runs) == 2
+    names = {p.name for e in prof.experiments for p in e.progress}
+    assert names == {"parent-round", "child-round"}
+    report = subprocess_report([str(tmp_path / "p.coz"), child_file])
+    assert report.returncode == 0, report.stderr
+    assert b"hostile_procs.c:" in report.stdout, report.stdout
+
+
+def subprocess_report(paths):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.join(REPO, "python") + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-m", "cozprof", "report", *paths], capture_output=True, env=env,
+                          timeout=60)
+
+
+def test_percent_p_names_every_process_file_by_its_pid(tmp_path):
+    exe = procs(tmp_path)
+    r = coz_run([*FAST, "--follow-children", "-o", str(tmp_path / "run-%p.coz")], [exe, "spawn"])
+    assert r.returncode == 0, r.stderr
+    files = sorted(glob.glob(str(tmp_path / "run-*.coz")))
+    assert len(files) == 2
+    pids = set()
+    for f in files:
+        (run,) = runs_of(f)
+        assert f == str(tmp_path / f"run-{run[0]['pid']}.coz")
+        assert run[-1]["type"] == "shutdown"
+        pids.add(run[0]["pid"])
+    assert len(pids) == 2
+
+
+def test_vfork_and_exec(tmp_path):
+    exe = procs(tmp_path)
+    plain, profiled = run_both([exe, "vfork"], profile=tmp_path / "v.coz")
+    assert b"vfork child exited 11" in plain.stdout
+    assert_same_behaviour(plain, profiled)
+    (run,) = runs_of(tmp_path / "v.coz")  # the vfork child is not followed
+    assert run[-1]["type"] == "shutdown"
+    plain, profiled = run_both([exe, "vfork"], coz_args=["--follow-children"], profile=tmp_path / "vf.coz")
+    assert_same_behaviour(plain, profiled)
+    (child_file,) = glob.glob(str(tmp_path / "vf.*.coz"))
+    (child,) = runs_of(child_file)
+    assert child[-1]["type"] == "shutdown"
+    assert selected_lines(child) == {source_line("child's hot line")}
+    # exec: the same process goes on as a new run of the same file
+    plain, profiled = run_both([exe, "exec"], profile=tmp_path / "e.coz")
+    assert plain.returncode == 11 and plain.stdout == b"before exec\nleaf result 21481\n"
+    assert_same_behaviour(plain, profiled)
+    before, after = runs_of(tmp_path / "e.coz")
+    assert before[0]["pid"] == after[0]["pid"]
+    assert after[-1]["type"] == "shutdown"
+
+
+def test_posix_spawn(tmp_path):
+    exe = procs(tmp_path)
+    plain, profiled = run_both([exe, "spawn"], profile=tmp_path / "s.coz")
+    assert b"spawned child exited 11" in plain.stdout
+    assert_same_behaviour(plain, profiled, sort_lines=True)
+    assert glob.glob(str(tmp_path / "s.*.coz")) == []
