@@ -4,6 +4,7 @@ without it; with --follow-children each child is profiled into its own file
 and the analysis merges the files."""
 
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -71,9 +72,11 @@ def test_fork_with_follow_children_names_the_childs_file_by_pid(tmp_path):
     assert len(prof.runs) == 2
     names = {p.name for e in prof.experiments for p in e.progress}
     assert names == {"parent-round", "child-round"}
-    report = subprocess_report([str(tmp_path / "p.coz"), child_file])
+    report = subprocess_report([str(tmp_path / "p.coz"), child_file, "--json", "-"])
     assert report.returncode == 0, report.stderr
-    assert b"hostile_procs.c:" in report.stdout, report.stdout
+    summary = json.loads(report.stdout)["summary"]
+    assert summary["runs"] == 2
+    assert summary["experiments"] == len(prof.experiments)
 
 
 def subprocess_report(paths):
