@@ -291,17 +291,27 @@ void on_sample_signal(int sig, siginfo_t* si, void* uc) {
   } else {
     // The program's own: its timers, its O_ASYNC descriptors, sigqueue, kill.
     struct sigaction& pa = g_program_action[sig];
+    // (SIG_DFL and SIG_IGN mean the same with or without SA_SIGINFO.)
     if (t && t->program_blocks_sample_signal) {
       if (tls_deferred_count < kMaxDeferred) tls_deferred[tls_deferred_count++] = *si;
-    } else if (pa.sa_flags & SA_SIGINFO) {
-      if (pa.sa_sigaction) pa.sa_sigaction(sig, si, uc);
     } else if (pa.sa_handler == SIG_DFL) {
       // A timer or descriptor notification while the program has no handler
       // is a late one of ours (its thread has just stopped sampling): drop it.
       // Anything else kills, as it would without the profiler.
       if (!from_poll && si->si_code != SI_TIMER) die_by_default(sig);
-    } else if (pa.sa_handler != SIG_IGN && pa.sa_handler) {
-      pa.sa_handler(sig);
+    } else if (pa.sa_handler != SIG_IGN) {
+      // Run it as the kernel would: with its sa_mask blocked, and reset to
+      // the default first when it asked for SA_RESETHAND.
+      struct sigaction h = pa;
+      if (h.sa_flags & SA_RESETHAND) {
+        pa.sa_handler = SIG_DFL;
+        pa.sa_flags &= ~SA_SIGINFO;
+      }
+      sigset_t old;
+      real_pthread_sigmask()(SIG_BLOCK, &h.sa_mask, &old);
+      if (h.sa_flags & SA_SIGINFO) h.sa_sigaction(sig, si, uc);
+      else h.sa_handler(sig);
+      real_pthread_sigmask()(SIG_SETMASK, &old, nullptr);
     }
   }
   errno = saved;
@@ -323,8 +333,7 @@ void install_signals() {
   install_handler(ss, on_sample_signal);
   for (int sig : kTerminateSignals) {
     real_sigaction()(sig, nullptr, &g_program_action[sig]);
-    if (!(g_program_action[sig].sa_flags & SA_SIGINFO) && g_program_action[sig].sa_handler == SIG_DFL)
-      install_handler(sig, on_terminate_signal);
+    if (g_program_action[sig].sa_handler == SIG_DFL) install_handler(sig, on_terminate_signal);
   }
 }
 
@@ -585,7 +594,7 @@ int virtual_sigaction(int sig, const struct sigaction* act, struct sigaction* ol
   if (act) {
     g_program_action[sig] = *act;
     if (is_terminate_signal(sig)) {
-      bool dfl = !(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL;
+      bool dfl = act->sa_handler == SIG_DFL;  // whatever SA_SIGINFO says
       if (dfl)
         install_handler(sig, on_terminate_signal);
       else if (real_sigaction()(sig, act, nullptr) != 0) {

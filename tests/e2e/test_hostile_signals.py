@@ -26,7 +26,7 @@ def no_core():
 
 def check_all_ok(result):
     lines = result.stdout.decode().splitlines()
-    assert len(lines) == 30, lines
+    assert len(lines) == 33, lines
     assert all(l.endswith(": ok") for l in lines), [l for l in lines if not l.endswith(": ok")]
 
 

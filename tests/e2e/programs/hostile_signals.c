@@ -54,6 +54,14 @@ static void on_rtmax3(int sig, siginfo_t* si, void* uc) {
   rtmax3_count++;
 }
 static void other_handler(int sig) { (void)sig; }
+static volatile int once_count, usr1_blocked_inside;
+static void on_once(int sig) {
+  (void)sig;
+  once_count++;
+  sigset_t cur;
+  pthread_sigmask(SIG_BLOCK, NULL, &cur);
+  usr1_blocked_inside = sigismember(&cur, SIGUSR1);
+}
 
 static void install(int sig, void (*fn)(int, siginfo_t*, void*)) {
   struct sigaction sa;
@@ -181,6 +189,27 @@ int main(void) {
   while (timer_ticks < 5) pause();
   timer_delete(timer);
   check("SIGRTMAX-3 POSIX timer ticks", timer_ticks >= 5);
+
+  /* SA_RESETHAND and sa_mask on SIGRTMAX-3; then SIG_IGN given with SA_SIGINFO */
+  struct sigaction once;
+  memset(&once, 0, sizeof once);
+  once.sa_handler = on_once;
+  once.sa_flags = SA_RESETHAND;
+  sigemptyset(&once.sa_mask);
+  sigaddset(&once.sa_mask, SIGUSR1);
+  sigaction(SIGRTMAX - 3, &once, NULL);
+  raise(SIGRTMAX - 3);
+  sigaction(SIGRTMAX - 3, NULL, &old);
+  check("SA_RESETHAND handler ran once, then SIG_DFL", once_count == 1 && old.sa_handler == SIG_DFL);
+  check("handler ran with its sa_mask blocked", usr1_blocked_inside == 1 && blocked_now(SIGUSR1) == 0);
+  struct sigaction ign;
+  memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  ign.sa_flags = SA_SIGINFO;
+  sigaction(SIGRTMAX - 3, &ign, NULL);
+  raise(SIGRTMAX - 3);
+  check("survived SIGRTMAX-3 set to SIG_IGN with SA_SIGINFO", 1); /* reached only if it did */
+  install(SIGRTMAX - 3, on_rtmax3);
 
   /* masks: the program's own view, and a blocked signal stays pending */
   sigset_t s, oldset;
