@@ -313,7 +313,8 @@ def spawn_and_pass_status(argv, program, env):
         resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
     except (ValueError, OSError):
         pass
-    signal.signal(sig, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+    if sig not in (signal.SIGKILL, signal.SIGSTOP):  # their disposition cannot be changed
+        signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
     os.kill(os.getpid(), sig)
     return 128 + sig  # a signal whose default action is not to terminate

@@ -130,8 +130,6 @@ def test_sigkill_leaves_a_readable_profile(tmp_path):
     assert recs[-1]["type"] != "shutdown"
 
 
-@pytest.mark.xfail(strict=True, reason="launcher bug: wait_and_pass_status calls signal.signal(SIGKILL, ...), "
-                                       "which raises, so coz run exits 1 instead of dying by SIGKILL")
 def test_sigkill_status_passes_through_the_launcher(tmp_path):
     assert _killed(tmp_path, False)[0] == -signal.SIGKILL
     assert _killed(tmp_path, True)[0] == -signal.SIGKILL
