@@ -17,7 +17,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libdw-dev libelf-dev libunwind-dev libgtest-dev elfutils dwz
   python3 python3-venv python3-pip nodejs npm chromium
-  coz-profiler libjemalloc2 libtcmalloc-minimal4 default-jre-headless perl
+  coz-profiler libjemalloc2 libtcmalloc-minimal4 default-jdk-headless perl
 )
 
 log() { printf '==> %s\n' "$*" >&2; }
