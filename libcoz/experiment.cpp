@@ -230,14 +230,6 @@ void Profiler::write_final() {
 
 void Profiler::run() {
   Shared& s = shared();
-  // Say early when something in scope cannot be mapped to lines.
-  for (const std::string& path : lines_->objects_without_debug_info()) {
-    std::string msg = path + " has no debug information: rebuild it with -g (or install its debug symbols), "
-                             "or choose other binaries with --binary-scope";
-    raw_log("warning: %s", msg.c_str());
-    writer_->warning("no-debug-info", msg);
-  }
-
   while (!stopping()) {
     drain();
     const Line* line = fixed_ ? fixed_ : recent_.pick(static_cast<uint32_t>(rng_()));

@@ -402,6 +402,35 @@ std::string self_exe() {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 }
 
+// Says, once per object and at a moment the program expects nothing on its
+// standard error mid-line (before main, or inside dlopen), which in-scope
+// objects have no line information. Libraries are named in one line.
+std::set<std::string>* g_reported_no_debug = nullptr;
+void report_missing_debug_info() {
+  if (!g_reported_no_debug) g_reported_no_debug = new std::set<std::string>();
+  std::string exe = self_exe();
+  std::string libraries;
+  size_t count = 0;
+  for (const std::string& path : g_lines->objects_without_debug_info()) {
+    if (!g_reported_no_debug->insert(path).second) continue;
+    if (path == exe) {
+      std::string msg = path + " has no debug information: rebuild it with -g (or install its debug symbols), "
+                               "or choose other binaries with --binary-scope";
+      raw_log("warning: %s", msg.c_str());
+      g_writer->warning("no-debug-info", msg);
+    } else {
+      libraries += (count++ ? ", " : "") + path;
+    }
+  }
+  if (count) {
+    std::string msg = (count == 1 ? "1 in-scope library has" : std::to_string(count) + " in-scope libraries have") +
+                      " no debug information and cannot be profiled: " + libraries +
+                      " (install their debug symbols, or narrow --binary-scope)";
+    raw_log("warning: %s", msg.c_str());
+    g_writer->warning("no-debug-info", msg);
+  }
+}
+
 void* profiler_main(void*) {
   g_profiler->run();
   return nullptr;
@@ -513,6 +542,7 @@ void runtime_init() {
   g_writer->startup(sr);
   g_startup_written = true;
   if (g_early_warning[0]) g_writer->warning("perf-event-refused", g_early_warning);
+  report_missing_debug_info();
 
   // The profiler thread takes no signal of the program's.
   sigset_t all, old;
@@ -577,6 +607,7 @@ void on_objects_loaded() {
   if (g_state.load() != kActive) return;
   RuntimeGuard guard;
   scan_objects();
+  report_missing_debug_info();
 }
 
 void on_fast_exit() {
