@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "rawlog.h"
+#include "sampler.h"
 #include "thread_state.h"
 
 namespace coz {
@@ -55,6 +57,16 @@ void ProgressRegistry::attach_thread(ThreadState* t) {
     attr.exclude_kernel = 1;
     attr.exclude_hv = 1;
     long fd = syscall(SYS_perf_event_open, &attr, t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    unsigned long limit = 0;
+    if (fd >= 0 && !fd_leaves_headroom(fd, &limit)) {
+      // The program's own open() must not fail because of us: this thread's
+      // visits go uncounted (said once).
+      close(static_cast<int>(fd));
+      fd = -1;
+      if (!breakpoints_dropped_.exchange(true))
+        raw_log("warning: open files reach half of the open-file limit (ulimit -n = %lu): threads started "
+                "from now on do not count --progress points", limit);
+    }
     t->bp_fds[i] = static_cast<int>(fd);
   }
   t->bp_count = static_cast<int>(breakpoints_.size());

@@ -6,6 +6,7 @@
 // program's own code; nothing here runs on it.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -81,6 +82,7 @@ class ProgressRegistry {
   std::vector<Entry> entries_;
   std::vector<Breakpoint> breakpoints_;
   std::vector<ThreadState*> bp_threads_;
+  std::atomic<bool> breakpoints_dropped_{false};
 };
 
 ProgressRegistry& progress();

@@ -40,18 +40,6 @@ long perf_event_open(perf_event_attr* attr, pid_t pid, int cpu, int group, unsig
 
 pid_t gettid_raw() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 
-// Perf descriptors may use the lower half of the open-file soft limit only:
-// the rest is the program's, whose own open() must never fail because of us
-// (2,000 threads would otherwise take all 1,024 descriptors of the default
-// limit). Descriptors are allocated lowest first, so a descriptor number at
-// or above the line means the table is already that full.
-bool fd_leaves_headroom(long fd, rlim_t* soft_limit) {
-  rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return true;
-  *soft_limit = rl.rlim_cur;
-  return static_cast<rlim_t>(fd) < rl.rlim_cur / 2;
-}
-
 // [sig] Records one sample given its frames (innermost first; frames after
 // the first are return addresses).
 void record_sample(ThreadState* t, const uintptr_t* frames, size_t n, uint64_t* hits) {
@@ -162,6 +150,18 @@ uint64_t sample_from_context(ThreadState* t, void* uc_void) {
 
 }  // namespace
 
+// Perf descriptors may use the lower half of the open-file soft limit only:
+// the rest is the program's, whose own open() must never fail because of us
+// (2,000 threads would otherwise take all 1,024 descriptors of the default
+// limit). Descriptors are allocated lowest first, so a descriptor number at
+// or above the line means the table is already that full.
+bool fd_leaves_headroom(long fd, unsigned long* soft_limit) {
+  rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return true;
+  *soft_limit = rl.rlim_cur;
+  return static_cast<rlim_t>(fd) < rl.rlim_cur / 2;
+}
+
 int sample_signal() { return SIGRTMAX - 3; }
 
 void sampler_configure(const SamplerSettings& s) { g_settings = s; }
@@ -183,7 +183,7 @@ SamplerKind sampler_start(ThreadState* t, std::string* why) {
   attr.wakeup_events = g_settings.batch;
   attr.disabled = 1;
   long fd = perf_event_open(&attr, t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
-  rlim_t soft_limit = 0;
+  unsigned long soft_limit = 0;
   if (fd >= 0 && !fd_leaves_headroom(fd, &soft_limit)) {
     close(static_cast<int>(fd));
     *why = "open files reach half of the open-file limit (ulimit -n = " + std::to_string(soft_limit) +
