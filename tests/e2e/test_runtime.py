@@ -63,7 +63,7 @@ def test_serial_chain_line_b_at_50_percent_predicts_a_sixth(build, tmp_path):
     assert result["predicted"]["0.5"] == pytest.approx(1 / 6, abs=0.06), result
 
 
-TWO_THREADS_ARGS = ["600", "40000000", "20000000"]  # ~13 ms rounds, ~20 per experiment
+TWO_THREADS_ARGS = ["800", "40000000", "20000000"]  # ~10 ms rounds, ~25 per experiment
 
 
 def test_two_threads_shorter_line_predicts_nothing(build, tmp_path):

@@ -10,7 +10,11 @@
 #include <stdlib.h>
 
 static unsigned long long_steps = 2000000, short_steps = 1000000;
-volatile unsigned long sink_long_6151, sink_short_6163;
+/* On separate cache lines: sharing one would make each thread slow the other
+ * down (false sharing), and speeding up the short thread would then really
+ * speed up the long one. */
+volatile unsigned long sink_long_6151 __attribute__((aligned(128)));
+volatile unsigned long sink_short_6163 __attribute__((aligned(128)));
 
 static void* run_long(void* arg) {
   for (unsigned long i = 0; i < long_steps; i++) sink_long_6151 += i; /* LINE_LONG */
