@@ -60,7 +60,9 @@ void add_hits(ThreadState* t, uint64_t hits) {
 }
 
 void catch_up(ThreadState* t) {
-  if (!shared().paying.load(std::memory_order_acquire)) return;
+  // A sample signal can interrupt a blocked call: the thread then owes
+  // nothing yet; post_block settles what it owes or is credited.
+  if (t->blocked || !shared().paying.load(std::memory_order_acquire)) return;
   sync_epoch(t);
   uint64_t global = shared().global_delay.load(std::memory_order_relaxed);
   if (global <= t->local_delay) return;
@@ -81,11 +83,13 @@ void catch_up(ThreadState* t) {
 void pre_block(ThreadState* t) {
   sync_epoch(t);
   t->pre_block_global = shared().global_delay.load(std::memory_order_relaxed);
+  t->blocked = true;
 }
 
 void post_block(ThreadState* t, bool woken_by_program_thread) {
   // Hold off the sample handler meanwhile: it would pay from the same counts.
   if (t->busy.exchange(1, std::memory_order_acquire)) return;
+  t->blocked = false;
   uint64_t before_epoch = t->epoch;
   sync_epoch(t);
   if (woken_by_program_thread && t->epoch == before_epoch) {

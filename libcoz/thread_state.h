@@ -67,6 +67,7 @@ struct ThreadState {
   uint64_t excess_ns = 0;    // slept beyond what was owed, banked against the next debt
   uint64_t epoch = 0;        // experiment these counts belong to
   uint64_t pre_block_global = 0;
+  bool blocked = false;      // between pre_block and post_block: debts wait for post_block
   std::atomic<int> busy{0};  // [sig] re-entrancy guard of sample processing
 
   // Samples for the profiler thread: single producer (owner), single consumer.

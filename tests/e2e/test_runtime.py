@@ -47,20 +47,41 @@ def fixed_line_profile(tmp_path, exe, args, line, length="100ms"):
 
 
 # ---- predictions with known answers ----
+#
+# One experiment can be disturbed by the machine (a stolen time slice makes
+# the program look 50% slower for 100 ms), and with one or two experiments
+# per speedup such an outlier moves the least-squares fit. So the shape of
+# the measured points is checked with medians, which a few outliers cannot
+# move, and the fitted prediction with a wider tolerance.
+
+def median(values):
+    values = sorted(values)
+    assert values, "no points"
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def gain_per_speedup(result, lo, hi):
+    """Median of program speedup / line speedup over points in [lo, hi]."""
+    return median([p["program_speedup"] / p["speedup"] for p in result["points"] if lo <= p["speedup"] <= hi])
+
 
 def test_serial_chain_line_a_at_50_percent_predicts_a_third(build, tmp_path):
-    # Line A is 2/3 of each round: 50% faster A makes the program 33% faster.
+    # Line A is 2/3 of each round: speeding it by x speeds the program by 2x/3,
+    # so 50% faster A makes the program 33% faster.
     exe = build("serial_ab")
     line = f"serial_ab.c:{marker_line('serial_ab', 'LINE_A')}"
-    result = fixed_line_profile(tmp_path, exe, ["25000"], line)
-    assert result["predicted"]["0.5"] == pytest.approx(1 / 3, abs=0.08), result
+    result = fixed_line_profile(tmp_path, exe, ["40000"], line, length="200ms")
+    assert gain_per_speedup(result, 0.2, 1.0) == pytest.approx(2 / 3, abs=0.1), result["points"]
+    assert result["predicted"]["0.5"] == pytest.approx(1 / 3, abs=0.1), result
 
 
 def test_serial_chain_line_b_at_50_percent_predicts_a_sixth(build, tmp_path):
     exe = build("serial_ab")
     line = f"serial_ab.c:{marker_line('serial_ab', 'LINE_B')}"
-    result = fixed_line_profile(tmp_path, exe, ["25000"], line)
-    assert result["predicted"]["0.5"] == pytest.approx(1 / 6, abs=0.06), result
+    result = fixed_line_profile(tmp_path, exe, ["40000"], line, length="200ms")
+    assert gain_per_speedup(result, 0.2, 1.0) == pytest.approx(1 / 3, abs=0.1), result["points"]
+    assert result["predicted"]["0.5"] == pytest.approx(1 / 6, abs=0.08), result
 
 
 TWO_THREADS_ARGS = ["800", "40000000", "20000000"]  # ~10 ms rounds, ~25 per experiment
@@ -71,7 +92,9 @@ def test_two_threads_shorter_line_predicts_nothing(build, tmp_path):
     exe = build("two_threads")
     line = f"two_threads.c:{marker_line('two_threads', 'LINE_SHORT')}"
     result = fixed_line_profile(tmp_path, exe, TWO_THREADS_ARGS, line, length="250ms")
-    assert abs(result["predicted"]["0.5"]) < 0.07, result
+    assert abs(median([p["program_speedup"] for p in result["points"] if p["speedup"] >= 0.2])) < 0.06, \
+        result["points"]
+    assert abs(result["predicted"]["0.5"]) < 0.1, result
 
 
 def test_two_threads_longer_line_gains_until_the_threads_are_even(build, tmp_path):
@@ -80,16 +103,9 @@ def test_two_threads_longer_line_gains_until_the_threads_are_even(build, tmp_pat
     exe = build("two_threads")
     line = f"two_threads.c:{marker_line('two_threads', 'LINE_LONG')}"
     result = fixed_line_profile(tmp_path, exe, TWO_THREADS_ARGS, line, length="250ms")
-
-    def mean(points):
-        n = sum(p["experiments"] for p in points)
-        return sum(p["program_speedup"] * p["experiments"] for p in points) / n, n
-
-    rising, n_rising = mean([p for p in result["points"] if 0.15 <= p["speedup"] <= 0.35])
-    flat, n_flat = mean([p for p in result["points"] if p["speedup"] >= 0.6])
-    assert n_rising and n_flat, result["points"]
-    assert rising == pytest.approx(0.25, abs=0.1), result["points"]
-    assert flat == pytest.approx(0.5, abs=0.12), result["points"]
+    assert gain_per_speedup(result, 0.1, 0.45) == pytest.approx(1.0, abs=0.2), result["points"]
+    assert median([p["program_speedup"] for p in result["points"] if p["speedup"] >= 0.6]) == \
+        pytest.approx(0.5, abs=0.1), result["points"]
 
 
 # ---- the profile as written ----

@@ -185,6 +185,20 @@ TEST_F(Delays, WokenThreadIsCreditedWithDelaysInsertedWhileBlocked) {
   EXPECT_EQ(g_slept_total, 0u) << "the waker's delay already held the sleeper back";
 }
 
+TEST_F(Delays, PayingIsDeferredWhileBlockedSoNothingIsPaidAndCreditedTwice) {
+  ThreadState waker, sleeper;
+  sync_epoch(&sleeper);
+  sync_epoch(&waker);
+  pre_block(&sleeper);
+  add_hits(&waker, 2);
+  catch_up(&sleeper);  // a sample signal interrupts the blocked call
+  EXPECT_EQ(g_slept_total, 0u);
+  add_hits(&waker, 2);
+  post_block(&sleeper, true);  // released by the waker: credited with all 2 ms
+  EXPECT_EQ(g_slept_total, 0u);
+  EXPECT_EQ(sleeper.local_delay, shared().global_delay.load()) << "level with global, not ahead of it";
+}
+
 TEST_F(Delays, SelfBlockedThreadPaysAfterWaking) {
   ThreadState other, sleeper;
   sync_epoch(&sleeper);
