@@ -17,6 +17,8 @@ FIXED_SPEEDUP_MIN_POINTS = 2  # runs with --fixed-speedup measure 0 and one spee
 DEFAULT_BOOTSTRAP = 400       # bootstrap resamples per (line, progress point)
 CI_LEVEL = 0.95
 PREDICT_AT = (0.25, 0.5, 1.0)
+DRIFT_MIN_BASELINES = 6       # 0% experiments of a line in one run before drift is corrected
+DRIFT_NEIGHBOURS = 2          # 0% experiments nearest in time that give the local baseline
 
 
 def analyze_files(paths, **opts):
@@ -162,26 +164,70 @@ def _phase_factor(exps, line_samples, runtime_ns):
 
 # -- one causal curve ------------------------------------------------------
 
-def _measurements(kind, point, exps):
-    """Per-experiment arrays the period of one speedup is computed from."""
+def _measurements(kind, point, exps, scale=None):
+    """Per-experiment arrays the period of one speedup is computed from.
+
+    `scale` (id(experiment) -> factor) stretches an experiment's time so that
+    its period is expressed at the machine speed of the whole run (drift)."""
+    scale = scale or {}
     if kind == profile_mod.THROUGHPUT:
         d, k = [], []
         for e in exps:
             for p in e.progress:
                 if p.name == point:
-                    d.append(e.duration_ns)
+                    d.append(e.duration_ns * scale.get(id(e), 1.0))
                     k.append(p.delta)
                     break
         return np.array(d, dtype=float), np.array(k, dtype=float)
     d, a, q = [], [], []
     for e in exps:
+        f = scale.get(id(e), 1.0)
         for p in e.progress:
             if p.name == point:
-                d.append(e.duration_ns)
+                d.append(e.duration_ns * f)
                 a.append(p.arrivals + p.departures)
-                q.append(-1.0 if p.difference is None else p.difference * e.duration_ns)
+                q.append(-1.0 if p.difference is None else p.difference * e.duration_ns * f)
                 break
     return np.array(d, dtype=float), np.array(a, dtype=float), np.array(q, dtype=float)
+
+
+def _drift_scales(kind, point, by_speedup):
+    """Corrects for the machine changing speed during a run.
+
+    The progress rate of an unperturbed program can drift within a run (other
+    load on the host, frequency changes): pooling every 0% experiment into one
+    baseline then compares sped-up experiments with a baseline measured at
+    another speed. Where a run holds at least DRIFT_MIN_BASELINES 0%
+    experiments of this line and point, each experiment of that run is scaled
+    by P0 / b, where P0 is the pooled baseline period and b the period of the
+    DRIFT_NEIGHBOURS 0% experiments nearest to it in the run's order, so that
+    its program speedup is measured against the baseline of its own moment.
+    The 0% experiments themselves are left as they are: they make P0. Without
+    drift b is P0 up to noise, and the scale is about 1."""
+    baselines = by_speedup.get(0.0, [])
+    pooled = _period(kind, tuple(a.sum() for a in _measurements(kind, point, baselines)))
+    if not np.isfinite(pooled) or pooled <= 0:
+        return {}
+    by_run = {}
+    for s, exps in by_speedup.items():
+        for e in exps:
+            if e.run is not None:
+                by_run.setdefault(id(e.run), (e.run, []))[1].append(e)
+    scales = {}
+    for run, exps in by_run.values():
+        order = {id(e): i for i, e in enumerate(run.experiments)}
+        base = [e for e in exps if e.speedup == 0.0]
+        if len(base) < DRIFT_MIN_BASELINES:
+            continue
+        for e in exps:
+            i = order.get(id(e))
+            if i is None or e.speedup == 0.0:
+                continue
+            near = sorted(base, key=lambda b: abs(order.get(id(b), 0) - i))[:DRIFT_NEIGHBOURS]
+            local = _period(kind, tuple(a.sum() for a in _measurements(kind, point, near)))
+            if np.isfinite(local) and local > 0:
+                scales[id(e)] = float(pooled / local)
+    return scales
 
 
 def _period(kind, sums):
@@ -211,7 +257,8 @@ def _curve(line, point, kind, by_speedup, factor, needed, n_boot, seed):
     if 0.0 not in by_speedup:
         return _omit(line, point, "no-baseline",
                      f"no experiment at speedup 0 among {len(speedups)} speedups")
-    arrays = {s: _measurements(kind, point, by_speedup[s]) for s in speedups}
+    scales = _drift_scales(kind, point, by_speedup)
+    arrays = {s: _measurements(kind, point, by_speedup[s], scales) for s in speedups}
     if kind == profile_mod.LATENCY and any((arrays[s][2] < 0).any() for s in speedups):
         return _omit(line, point, "no-in-flight-count",
                      "this profile's latency records carry no in-flight count")

@@ -8,7 +8,7 @@ import pytest
 from pytest import approx
 
 from conftest import FIXTURES, UPSTREAM_PROFILES
-from cozprof import analysis
+from cozprof import analysis, profile
 from cozprof.errors import CozError
 
 LINE_FIELDS = {"line", "file", "lineno", "progress_point", "kind", "experiments", "points",
@@ -173,3 +173,47 @@ def test_upstream_profile_analysis_is_strict_json():
         assert ln["points"][0]["speedup"] == 0.0
         assert ln["slope_ci"][0] <= ln["slope_ci"][1]
     json.dumps(r, allow_nan=False)
+
+
+def _drift_profile(path, true_gain=1 / 3):
+    """A fixed-line run whose machine runs twice as slow in its first half.
+
+    Every experiment's period is exact for its phase: at speedup s it is the
+    phase's baseline period times (1 - true_gain * s). Pooling all baselines
+    compares the slow phase's (high) speedups with a baseline of both phases,
+    and the fast phase's (low) speedups too."""
+    lines = [json.dumps({"type": "startup", "version": 1, "time_ns": 1, "pid": 1, "argv0": "/a",
+                         "mode": "fixed-line", "sample_period_ns": 1000000,
+                         "experiment_length_ns": 100000000, "sampler": "perf_event",
+                         "binary_scope": ["MAIN"], "source_scope": ["%"],
+                         "fixed_line": "a.c:1", "fixed_speedup": None})]
+    phases = [(200000.0, [0.0, 0.8, 0.0, 0.9, 0.0, 0.0, 0.7, 0.0, 0.6, 0.0, 0.0, 0.8, 0.0]),
+              (100000.0, [0.0, 0.2, 0.0, 0.3, 0.0, 0.0, 0.1, 0.0, 0.2, 0.0, 0.0, 0.3, 0.0])]
+    for phase_period, speedups in phases:  # ns per unit of progress; speedups unevenly spread
+        for s in speedups:
+            period = phase_period * (1 - true_gain * s)
+            delta = 1000
+            lines.append(json.dumps({"type": "experiment", "selected": "/src/a.c:1", "speedup": s,
+                                     "duration_ns": int(period * delta), "wall_ns": int(period * delta),
+                                     "delay_ns": 0, "selected_samples": 50, "partial": False,
+                                     "progress": [{"name": "p", "kind": "throughput", "delta": delta}]}))
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_drift_in_machine_speed_is_corrected_with_local_baselines(tmp_path):
+    result = analysis.analyze(profile.load([_drift_profile(tmp_path / "drift.coz")]),
+                              phase_correction=False)
+    line = result["lines"][0]
+    for p in line["points"]:
+        assert p["program_speedup"] == pytest.approx(p["speedup"] / 3, abs=0.02), line["points"]
+    assert line["slope"] == pytest.approx(1 / 3, abs=0.02)
+
+
+def test_without_local_baselines_drift_would_bias_the_answer(tmp_path, monkeypatch):
+    # The same profile with the correction disabled: the check above can fail.
+    monkeypatch.setattr(analysis, "DRIFT_MIN_BASELINES", 10 ** 6)
+    result = analysis.analyze(profile.load([_drift_profile(tmp_path / "drift.coz")]),
+                              phase_correction=False)
+    worst = max(abs(p["program_speedup"] - p["speedup"] / 3) for p in result["lines"][0]["points"])
+    assert worst > 0.1
