@@ -6,10 +6,18 @@ For each case (a benchmark and one key line):
      arguments, and measure the real program speedup: 1 - t_x / t_0 with the
      median of a few runs each, baseline and modified runs interleaved (for
      the latency program, mean request latency instead of run time);
-  2. profile the unmodified program with `coz run --fixed-line LINE
-     --fixed-speedup N` for N in 0 and each x (one run each), pool the
-     experiments by speedup and predict 1 - period_x / period_0;
-  3. the same with upstream COZ (/usr/bin/coz) on the NAME_upstream binaries.
+  2. profile the unmodified program ONCE with `coz run --fixed-line LINE`
+     and no --fixed-speedup (speedups chosen per experiment, half of them
+     0%, interleaved, so baselines share the machine's conditions), with
+     twice the normal work and --experiment-length 100ms; analyse the
+     profile with the project's one analysis (cozprof.analysis.analyze,
+     phase_correction=False) and predict the program speedup at x as the
+     experiment-weighted mean of its measured points with |speedup - x| <=
+     5%, or the fit's value at x when no point is that near (noted "fit");
+  3. the same with upstream COZ (/usr/bin/coz) on the NAME_upstream binaries
+     with 8 times the normal work (it has no experiment-length option and
+     its experiments last about 0.5 s, so 2x gave it ~9 experiments), its
+     legacy profile read by the same parser and analysis.
 Prints predicted against measured, the error in percentage points, and as
 its last line a JSON summary: {"summary": "accuracy", ...}.
 
@@ -18,7 +26,8 @@ while the real one is about 0; cases marked `blind` (a sleeping line) show a
 sampling profiler's blind spot. Neither counts in the overall error.
 
 Usage: accuracy.py [--short] [--only NAME] [--ours-only | --upstream-only]
-                   [--build DIR] [--reps N]
+                   [--build DIR] [--reps N] [--experiment-length T]
+                   [--work-ours F] [--work-upstream F] [--keep-profiles DIR]
 """
 
 import argparse
@@ -53,6 +62,21 @@ class Case:
         if x:
             a.update(self.vary(x))
         return a
+
+    def profiled_args(self, short, scale):
+        """Arguments of a profiled run: the normal run with `scale` times the work."""
+        a = self.args(short)
+        if scale != 1:
+            name, normal, quick = WORK[self.program]
+            a[name] = max(1, round(a.get(name, quick if short else normal) * scale))
+        return a
+
+
+# program -> (argument counting the work, its default, its --short default)
+WORK = {"two_threads": ("rounds", 300, 15), "serial_chain": ("iters", 1000, 50),
+        "prodcons": ("items", 8000, 400), "pipeline": ("items", 6000, 300),
+        "spin_barrier": ("rounds", 1500, 100), "hash_table": ("lookups", 6000000, 200000),
+        "latency": ("requests", 4000, 150), "io_sleep": ("iters", 1500, 150)}
 
 
 def scaled(name, default):
@@ -130,26 +154,55 @@ def real_speedups(case, binary, amounts, reps, short, baselines):
     return {x: 1.0 - benchlib.median(runs[x]) / base for x in amounts}, noise
 
 
-def predictions(case, runner, line, amounts, workdir, tag, baseline_reps):
-    """{x: predicted speedup or None}, plus notes, from runs at 0 and each x.
+def predictions(case, runner, line, amounts, workdir, tag):
+    """({x: predicted speedup or None}, notes, experiments) from ONE profiled run.
 
-    The speedup-0 runs are the baseline of every x, so one slow baseline
-    run would shift every prediction alike: there are `baseline_reps` of them.
+    The run has `--fixed-line` and no `--fixed-speedup`: the profiler picks a
+    speedup per experiment, half of them 0%, interleaved, so baselines and
+    sped-up experiments share the machine's conditions. The profile is judged
+    by the project's one analysis (`cozprof.analysis.analyze`, no phase
+    correction: the line is the only one ever selected). The prediction at x
+    is the experiment-weighted mean of the measured points within 5 points of
+    x; only when no point is that near, the fit's value at x (marked "fit").
     """
-    paths = []
-    for i, x in enumerate([0.0] * baseline_reps + amounts):
-        out = os.path.join(workdir, f"{case.name}.{tag}.{int(round(x * 100))}.{i}.coz")
-        runner(out, line, int(round(x * 100)))
-        paths.append(out)
-    prof = benchlib.load_profiles(paths)
-    pred, periods = benchlib.predicted_speedups(prof, case.point, case.kind)
+    from cozprof import analysis, profile
+
+    out = os.path.join(workdir, f"{case.name}.{tag}.coz")
+    runner(out, line)
+    prof = profile.load([out])
+    res = analysis.analyze(prof, phase_correction=False)
+    path, lineno = line.rsplit(":", 1)
+    base = os.path.basename(path)
+
+    def same(entry_line):
+        f, _, n = entry_line.rpartition(":")
+        return n == lineno and os.path.basename(f) == base
+
+    curve = next((c for c in res["lines"]
+                  if same(c["line"]) and c["progress_point"] == case.point), None)
     notes = []
-    if 0.0 not in periods:
-        notes.append("no baseline experiment")
+    if curve is None:
+        why = [o for o in res["omitted"]
+               if same(o["line"]) and o["progress_point"] == case.point]
+        notes.append("no curve: " + (f"{why[0]['reason']} ({why[0]['detail']})" if why
+                                     else res["diagnosis"] or "line not in the analysis"))
+        return {x: None for x in amounts}, notes, res["summary"]["experiments"]
+    pred = {}
+    fitted = []
     for x in amounts:
-        if x in periods and periods[x][2] == 0:
-            notes.append(f"0 samples on the line at {int(x * 100)}%")
-    return {x: pred.get(round(x, 2)) for x in amounts}, notes
+        near = [p for p in curve["points"]
+                if p["speedup"] > 0 and abs(p["speedup"] - x) <= 0.05 + 1e-9]
+        n = sum(p["experiments"] for p in near)
+        if n:
+            pred[x] = sum(p["program_speedup"] * p["experiments"] for p in near) / n
+        else:
+            pred[x] = curve["intercept"] + curve["slope"] * x
+            fitted.append(f"{int(round(x * 100))}%")
+    base_exps = sum(p["experiments"] for p in curve["points"] if p["speedup"] == 0)
+    notes.append(f"{curve['experiments']} exps ({base_exps} at 0%)")
+    if fitted:
+        notes.append("fit at " + ",".join(fitted))
+    return pred, notes, curve["experiments"]
 
 
 def fmt_pp(v):
@@ -176,10 +229,21 @@ def main(argv=None):
                     help="plain runs per point for real speedups (default 3, 1 with --short)")
     ap.add_argument("--amounts", default=None,
                     help="comma-separated line speedups in percent (default 25,50,75; 50 with --short)")
-    ap.add_argument("--baseline-reps", type=int, default=None,
-                    help="profiled runs at speedup 0 per case (default 2; 1 with --short)")
+    ap.add_argument("--experiment-length", default=None,
+                    help="our --experiment-length (default 100ms; 20ms with --short)")
+    ap.add_argument("--work-ours", type=float, default=None,
+                    help="work of our profiled run, in multiples of the normal run "
+                         "(default 2; 1 with --short)")
+    ap.add_argument("--work-upstream", type=float, default=None,
+                    help="work of upstream's profiled run (default 8: its experiments "
+                         "are longer; 1 with --short)")
+    ap.add_argument("--keep-profiles", metavar="DIR",
+                    help="write the profiles to DIR and keep them (default: a temporary "
+                         "directory, removed at the end)")
     args = ap.parse_args(argv)
-    baseline_reps = args.baseline_reps or (1 if args.short else 2)
+    exp_len = args.experiment_length or ("20ms" if args.short else "100ms")
+    work_ours = args.work_ours or (1 if args.short else 2)
+    work_up = args.work_upstream or (1 if args.short else 8)
 
     build_dirs = args.build or benchlib.default_build_dirs()
     reps = args.reps or (1 if args.short else 3)
@@ -207,14 +271,21 @@ def main(argv=None):
     for who, why in skipped.items():
         print(f"accuracy: skipping {who}: {why}", file=sys.stderr)
 
-    workdir = benchlib.tempdir("coz-accuracy-")
+    if args.keep_profiles:
+        workdir = os.path.abspath(args.keep_profiles)
+        os.makedirs(workdir, exist_ok=True)
+    else:
+        workdir = benchlib.tempdir("coz-accuracy-")
     baselines = {}
     rows = []
     errors = []
     print(f"# machine: {benchlib.machine_description()}; load average at start "
           f"{benchlib.load_average()}")
-    print(f"# real: median of {reps} plain run(s); predicted: {baseline_reps} profiled run(s) "
-          "at speedup 0, one at each other speedup, experiments pooled")
+    print(f"# real: median of {reps} plain run(s); predicted: one profiled run per profiler, "
+          f"--fixed-line, speedups chosen per experiment (half 0%); ours "
+          f"--experiment-length {exp_len}, work x{work_ours:g}; upstream work x{work_up:g};")
+    print("# predicted at x: experiment-weighted mean of the analysis' points within 5 "
+          "points of x (cozprof.analysis, no phase correction; 'fit' = the fit's value)")
     print("# known: the header comment's answer; real: measured; noise: spread of the")
     print("# baseline runs; errors in percentage points against real (and against known)")
     print(f"{'case':<24} {'line':>4} {'x%':>3} {'known%':>6} {'real%':>6} {'noise%':>6} "
@@ -225,25 +296,27 @@ def main(argv=None):
                 binary = benchlib.find_program(build_dirs, case.program)
                 line = benchlib.key_line(case.program, case.key)
                 real, noise = real_speedups(case, binary, amounts, reps, args.short, baselines)
-                plain_args = benchlib.args_list(case.args(args.short))
-                ours, up, notes = {}, {}, []
+                ours_args = benchlib.args_list(case.profiled_args(args.short, work_ours))
+                up_args = benchlib.args_list(case.profiled_args(args.short, work_up))
+                ours, up, notes, exps = {}, {}, [], {}
                 if use_ours:
-                    def run_o(out, ln, n):
-                        benchlib.run_ours([binary, *plain_args], libcoz, out, ln, n)
+                    def run_o(out, ln):
+                        benchlib.run_ours([binary, *ours_args], libcoz, out, ln,
+                                          extra=["--experiment-length", exp_len])
                     try:
-                        ours, n1 = predictions(case, run_o, line, amounts, workdir, "ours",
-                                               baseline_reps)
+                        ours, n1, exps["ours"] = predictions(case, run_o, line, amounts,
+                                                             workdir, "ours")
                         notes += ["ours: " + n for n in n1]
                     except BenchError as e:
                         notes.append("ours failed: " + str(e).splitlines()[0])
                 if use_upstream:
                     up_bin = benchlib.find_program(build_dirs, case.program + "_upstream")
 
-                    def run_u(out, ln, n):
-                        benchlib.run_upstream([up_bin, *plain_args], out, ln, n)
+                    def run_u(out, ln):
+                        benchlib.run_upstream([up_bin, *up_args], out, ln)
                     try:
-                        up, n2 = predictions(case, run_u, line, amounts, workdir, "upstream",
-                                             baseline_reps)
+                        up, n2, exps["upstream"] = predictions(case, run_u, line, amounts,
+                                                               workdir, "upstream")
                         notes += ["upstream: " + n for n in n2]
                     except BenchError as e:
                         notes.append("upstream failed: " + str(e).splitlines()[0])
@@ -260,7 +333,7 @@ def main(argv=None):
                     return None if pred is None or ref is None else abs(pred - ref) * 100
                 row = {"case": case.name, "line": line, "expect": case.expect,
                        "speedup": x, "known": k, "real": r, "noise": noise,
-                       "ours": o, "upstream": u,
+                       "ours": o, "upstream": u, "experiments": exps,
                        "err_ours_pp": err(o, r), "err_upstream_pp": err(u, r),
                        "err_ours_known_pp": err(o, k), "err_upstream_known_pp": err(u, k),
                        "notes": notes}
@@ -277,7 +350,8 @@ def main(argv=None):
                       f"{tag}{'; '.join(notes)}")
                 sys.stdout.flush()
     finally:
-        benchlib.cleanup(workdir)
+        if not args.keep_profiles:
+            benchlib.cleanup(workdir)
 
     def overall(who):
         out = {}
@@ -295,7 +369,7 @@ def main(argv=None):
 
     summary = {
         "summary": "accuracy", "short": args.short, "amounts": amounts, "reps": reps,
-        "baseline_reps": baseline_reps,
+        "experiment_length_ours": exp_len, "work_ours": work_ours, "work_upstream": work_up,
         "machine": benchlib.machine_description(), "load_average_end": benchlib.load_average(),
         "ours": overall("ours") if use_ours else None,
         "upstream": overall("upstream") if use_upstream else None,

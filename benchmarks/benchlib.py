@@ -1,8 +1,9 @@
 """Shared by accuracy.py and overhead.py: finding binaries, running programs
 plain, under our `coz run` and under upstream COZ, and reading the profiles.
 
-Profiles are read with the project's one parser, `cozprof.profile`; this
-module only pools the parsed experiments by speedup.
+Profiles are judged by the project's one parser and analysis
+(`cozprof.profile`, `cozprof.analysis`), called from accuracy.py; nothing
+here computes periods or speedups by hand.
 """
 
 import json
@@ -144,65 +145,6 @@ def run_upstream(cmd, output, fixed_line=None, fixed_speedup=None, extra=()):
 
 def upstream_available():
     return os.path.isfile(UPSTREAM_COZ) and os.access(UPSTREAM_COZ, os.X_OK)
-
-
-def load_profiles(paths):
-    from cozprof import profile  # the project's one parser
-
-    return profile.load([p for p in paths if os.path.exists(p)])
-
-
-def pooled_periods(prof, point, kind):
-    """{speedup: (period, experiments, selected_samples)} pooled over all runs.
-
-    Throughput: period = total effective duration / total visits.
-    Latency: Little's law, latency = mean in-flight / arrival rate.
-    Partial experiments are left out. Upstream's legacy profile has no
-    partial flag, but upstream holds the program's exit until its current
-    experiment ends, so the last experiment of each legacy run counts the
-    idle time after the end: it is left out too.
-    """
-    exps = []
-    for run in prof.runs:
-        kept = [e for e in run.experiments if not e.partial]
-        if run.dialect != "json":
-            kept = kept[:-1]
-        exps += kept
-    groups = {}
-    for e in exps:
-        for pr in e.progress:
-            if pr.name != point:
-                continue
-            g = groups.setdefault(round(float(e.speedup), 2),
-                                  {"dur": 0, "delta": 0, "arr": 0, "diff": [], "n": 0, "sel": 0})
-            g["dur"] += e.duration_ns
-            g["delta"] += pr.delta or 0
-            g["arr"] += pr.arrivals or 0
-            if pr.difference is not None:
-                g["diff"].append(pr.difference)
-            g["n"] += 1
-            g["sel"] += e.selected_samples or 0
-    out = {}
-    for s, g in groups.items():
-        if kind == "latency":
-            if g["arr"] <= 0 or not g["diff"]:
-                continue
-            period = statistics.mean(g["diff"]) * g["dur"] / g["arr"]
-        else:
-            if g["delta"] <= 0:
-                continue
-            period = g["dur"] / g["delta"]
-        out[s] = (period, g["n"], g["sel"])
-    return out
-
-
-def predicted_speedups(prof, point, kind):
-    """{speedup: predicted program speedup} relative to speedup 0, or {} without a baseline."""
-    periods = pooled_periods(prof, point, kind)
-    if 0.0 not in periods or periods[0.0][0] <= 0:
-        return {}, periods
-    base = periods[0.0][0]
-    return {s: 1.0 - p / base for s, (p, _n, _sel) in periods.items() if s > 0}, periods
 
 
 def median(xs):

@@ -6,10 +6,10 @@
  * the fast threads spin while thread 0 finishes. One progress point per round.
  *
  * Known answer (defaults threads=2, w0=1500000, w1=900000, pause=8):
- *   - speeding SPIN (fewer PAUSEs per spin step) gives 0%: spinning faster
- *     does not end the wait sooner. A causal profile of SPIN must slope
- *     DOWNWARD (contention): virtually speeding it delays thread 0, which
- *     is on the critical path;
+ *   - speeding SPIN (fewer PAUSEs per spin step) never helps: about 0% on
+ *     an idle 2-vCPU VM (-1% measured), NEGATIVE when the CPUs are shared
+ *     (-62% at pause=4 under load: the harder spin steals from thread 0). A
+ *     causal profile of SPIN must slope DOWNWARD (contention);
  *   - speeding WORK_SLOW by x gives min(x, 1 - w1/w0) = min(x, 40%);
  *   - speeding WORK_FAST gives 0%.
  *
