@@ -6,17 +6,13 @@
 #include <cerrno>
 #include <ctime>
 
+#include "clock.h"
+
 namespace coz {
 
 namespace {
 
 std::atomic<PauseFn> g_pause{real_pause};
-
-uint64_t now_mono() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
-}
 
 // Raises the global delay to at least `value`.
 void raise_global(uint64_t value) {

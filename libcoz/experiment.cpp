@@ -9,6 +9,7 @@
 #include <climits>
 #include <ctime>
 
+#include "clock.h"
 #include "rawlog.h"
 
 namespace coz {
@@ -17,18 +18,6 @@ namespace {
 
 constexpr uint64_t kSliceNs = 10000000;    // 10 ms: how often samples are drained
 constexpr uint64_t kCoolOffNs = 10000000;  // 10 ms of paying debts between experiments
-
-uint64_t now_mono() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
-}
-
-uint64_t now_real() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
-}
 
 // Waits while *word == expected, for at most ns. Safe to pair with a
 // futex wake from a signal handler.

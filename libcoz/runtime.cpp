@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "clock.h"
 #include "config.h"
 #include "experiment.h"
 #include "line_map.h"
@@ -99,16 +100,6 @@ InternalLock g_signal_lock;
 const int kTerminateSignals[] = {SIGINT, SIGTERM, SIGHUP};
 struct sigaction g_program_action[_NSIG];  // the program's view of virtualized signals
 
-uint64_t now_mono() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
-}
-uint64_t now_real() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
-}
 pid_t raw_getpid() { return static_cast<pid_t>(syscall(SYS_getpid)); }
 pid_t raw_gettid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 
