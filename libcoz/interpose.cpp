@@ -309,24 +309,40 @@ COZ_EXPORT int clock_nanosleep(clockid_t clock, int flags, const struct timespec
 COZ_EXPORT int usleep(useconds_t us) { return COZ_SELF_BLOCK(real_usleep()(us)); }
 COZ_EXPORT unsigned int sleep(unsigned int s) { return COZ_SELF_BLOCK(real_sleep()(s)); }
 
-// ---- blocking I/O: self (the other end may be outside the program) ----
+// ---- blocking I/O ----
+// Reads: self, unless the descriptor is a pipe or a local socket, whose other
+// end is most likely a thread of the program that paid before writing (block).
+// Writes: wake (a reader may be released), then self while the write blocks.
 
-COZ_EXPORT ssize_t read(int fd, void* buf, size_t n) { return COZ_SELF_BLOCK(real_read()(fd, buf, n)); }
-COZ_EXPORT ssize_t write(int fd, const void* buf, size_t n) { return COZ_SELF_BLOCK(real_write()(fd, buf, n)); }
-COZ_EXPORT ssize_t recv(int fd, void* buf, size_t n, int flags) { return COZ_SELF_BLOCK(real_recv()(fd, buf, n, flags)); }
-COZ_EXPORT ssize_t recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, socklen_t* len) {
-  return COZ_SELF_BLOCK(real_recvfrom()(fd, buf, n, flags, addr, len));
+COZ_EXPORT ssize_t read(int fd, void* buf, size_t n) {
+  return COZ_BLOCK(real_read()(fd, buf, n), rc >= 0 && coz::woken_through(fd));
 }
-COZ_EXPORT ssize_t recvmsg(int fd, struct msghdr* msg, int flags) { return COZ_SELF_BLOCK(real_recvmsg()(fd, msg, flags)); }
+COZ_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
+  hook_wake();
+  return COZ_SELF_BLOCK(real_write()(fd, buf, n));
+}
+COZ_EXPORT ssize_t recv(int fd, void* buf, size_t n, int flags) {
+  return COZ_BLOCK(real_recv()(fd, buf, n, flags), rc >= 0 && coz::woken_through(fd));
+}
+COZ_EXPORT ssize_t recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, socklen_t* len) {
+  return COZ_BLOCK(real_recvfrom()(fd, buf, n, flags, addr, len), rc >= 0 && coz::woken_through(fd));
+}
+COZ_EXPORT ssize_t recvmsg(int fd, struct msghdr* msg, int flags) {
+  return COZ_BLOCK(real_recvmsg()(fd, msg, flags), rc >= 0 && coz::woken_through(fd));
+}
 COZ_EXPORT ssize_t send(int fd, const void* buf, size_t n, int flags) {
+  hook_wake();
   return COZ_SELF_BLOCK(real_send()(fd, buf, n, flags));
 }
 COZ_EXPORT ssize_t sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr, socklen_t len) {
+  hook_wake();
   return COZ_SELF_BLOCK(real_sendto()(fd, buf, n, flags, addr, len));
 }
 COZ_EXPORT ssize_t sendmsg(int fd, const struct msghdr* msg, int flags) {
+  hook_wake();
   return COZ_SELF_BLOCK(real_sendmsg()(fd, msg, flags));
 }
+// Accept and connect: self (the peer is usually another process).
 COZ_EXPORT int accept(int fd, struct sockaddr* addr, socklen_t* len) { return COZ_SELF_BLOCK(real_accept()(fd, addr, len)); }
 COZ_EXPORT int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   return COZ_SELF_BLOCK(real_accept4()(fd, addr, len, flags));

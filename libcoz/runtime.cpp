@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -592,6 +594,17 @@ void* thread_trampoline(void* arg) {
   }
   delete s;
   return fn(fn_arg);
+}
+
+bool woken_through(int fd) {
+  if (!hooked_thread() || !shared().paying.load(std::memory_order_relaxed)) return false;
+  struct stat st;
+  if (fstat(fd, &st) != 0) return false;
+  if (S_ISFIFO(st.st_mode)) return true;
+  if (!S_ISSOCK(st.st_mode)) return false;
+  sockaddr_storage addr;
+  socklen_t len = sizeof addr;
+  return getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0 && addr.ss_family == AF_UNIX;
 }
 
 void on_objects_loaded() {

@@ -55,6 +55,11 @@ inline void hook_post_block(bool woken_by_program_thread) {
   }
 }
 
+// Whether a read on `fd` that returned was most likely released by another
+// thread of the program: the descriptor is a pipe or a local (AF_UNIX)
+// socket. Answers false at once (no system call) outside experiments.
+bool woken_through(int fd);
+
 // Threads.
 struct ThreadStart;
 ThreadStart* prepare_thread(void* (*fn)(void*), void* arg);  // in the creating thread
