@@ -4,7 +4,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { launch, newPage, cozView, cozRun, rawGet, cardLines, waitForCards, tempDir, REPO } from './helpers.mjs';
+import { launch, newPage, cozView, cozRun, rawGet, cardLines, waitForCards, tempDir, artifact, REPO } from './helpers.mjs';
 
 const PROFILE = join(REPO, 'tests', 'fixtures', 'profiles', 'latency.legacy.coz');
 
@@ -53,4 +53,28 @@ test('coz view without a profile fails with one line saying what to do', async (
   assert.equal(r.code, 2);
   assert.match(r.stderr, /^coz: error: profile\.coz: no such profile file\ncoz: .*coz run/);
   assert.doesNotMatch(r.stderr, /Traceback/);
+});
+
+test('coz view shows a profile written by the runtime, and the screenshot is saved', async () => {
+  // tests/fixtures/profiles/real_pipeline.coz: benchmarks/pipeline profiled by
+  // libcoz.so in causal mode (see the README there).
+  const real = join(REPO, 'tests', 'fixtures', 'profiles', 'real_pipeline.coz');
+  const view = cozView([real]);
+  try {
+    const url = await view.ready;
+    const served = JSON.parse((await rawGet(url, '/analysis.json')).body);
+    const stage2 = served.lines.find((l) => l.line.endsWith('/benchmarks/pipeline.c:90'));
+    assert.ok(stage2, JSON.stringify(served.lines.map((l) => l.line)));
+    const page = await newPage(browser, { width: 1400, height: 1000 });
+    await page.goto(url);
+    await waitForCards(page);
+    const shown = await cardLines(page);
+    assert.deepEqual(shown.sort(), served.lines.map((l) => l.line).sort());
+    assert.equal(shown.length >= 1, true);
+    assert.deepEqual(page.errors, []);
+    await page.screenshot({ path: artifact('viewer-real-profile.png'), fullPage: true });
+    await page.close();
+  } finally {
+    await view.stop();
+  }
 });
