@@ -129,8 +129,12 @@ def test_profile_records_are_whole_and_ordered(build, tmp_path):
     exps = [x for x in recs if x["type"] == "experiment"]
     assert len(exps) >= 3
     a, b = marker_line("serial_ab", "LINE_A"), marker_line("serial_ab", "LINE_B")
-    chosen = {e["selected"] for e in exps}
-    assert chosen <= {f"{PROGRAMS}/serial_ab.c:{a}", f"{PROGRAMS}/serial_ab.c:{b}"}, chosen
+    chosen = [e["selected"] for e in exps]
+    # Lines are chosen in proportion to their samples: A or B almost always,
+    # but a rare sample elsewhere in the loop (its COZ_PROGRESS line) may be chosen too.
+    assert all(c.startswith(f"{PROGRAMS}/serial_ab.c:") for c in chosen), chosen
+    main_lines = {f"{PROGRAMS}/serial_ab.c:{a}", f"{PROGRAMS}/serial_ab.c:{b}"}
+    assert sum(c in main_lines for c in chosen) >= len(chosen) - 1, chosen
     for e in exps:
         assert e["duration_ns"] + e["delay_ns"] == e["wall_ns"]
         assert e["delay_ns"] == pytest.approx(e["selected_samples"] * e["speedup"] * 1e6, abs=1e6 + 1)
