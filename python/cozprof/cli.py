@@ -37,7 +37,10 @@ class _Unavailable:
                        hint="reinstall cozprof, or run from a complete source tree")
 
 
-def build_parser():
+def build_parser(only=None):
+    """The whole parser, or with `only` the options of that subcommand alone:
+    its module is the only one imported (`coz run` then starts without numpy
+    and matplotlib, which the program's start-up would otherwise wait for)."""
     import importlib
 
     parser = _Parser(prog="coz", description="Causal profiler for native code on Linux.")
@@ -45,6 +48,8 @@ def build_parser():
     sub.required = True
     for name, (module, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
+        if only is not None and name != only:
+            continue
         try:
             mod = importlib.import_module(f".{module}", __package__)
         except ImportError as e:
@@ -61,8 +66,8 @@ def parse_args(argv):
         # Everything after '---' belongs to the profiled command, untouched.
         from . import launcher
 
-        return launcher.parse_run_args(build_parser(), argv)
-    return build_parser().parse_args(argv)
+        return launcher.parse_run_args(build_parser(only="run"), argv)
+    return build_parser(only=argv[0] if argv and argv[0] in SUBCOMMANDS else None).parse_args(argv)
 
 
 def main(argv=None):
