@@ -79,7 +79,7 @@ run_example() {
   # benchmarks/serial_chain.c: line A takes 2/3 of each iteration, line B 1/3.
   local out="$ROOT/profile.coz"
   rm -f "$out"
-  log "profiling benchmarks/serial_chain (about 30 seconds)"
+  log "profiling benchmarks/serial_chain (about 10 seconds)"
   "$VENV/bin/coz" run -o "$out" --- "$BUILD/benchmarks/serial_chain" iters=4000
   "$VENV/bin/coz" report "$out"
   echo
