@@ -259,17 +259,7 @@ def main(argv=None):
 
     use_ours = not args.upstream_only
     use_upstream = not args.ours_only
-    libcoz = benchlib.find_libcoz(build_dirs) if use_ours else None
-    skipped = {}
-    if use_ours and not libcoz:
-        skipped["ours"] = "libcoz.so is not built yet (looked in <build>/libcoz/ of " + \
-                          ", ".join(build_dirs) + ")"
-        use_ours = False
-    if use_upstream and not benchlib.upstream_available():
-        skipped["upstream"] = f"{benchlib.UPSTREAM_COZ} is not installed"
-        use_upstream = False
-    for who, why in skipped.items():
-        print(f"accuracy: skipping {who}: {why}", file=sys.stderr)
+    libcoz, use_ours, use_upstream, skipped = benchlib.profilers(build_dirs, use_ours, use_upstream, "accuracy")
 
     if args.keep_profiles:
         workdir = os.path.abspath(args.keep_profiles)

@@ -117,8 +117,8 @@ def ours_env(libcoz):
     return env
 
 
-def run_ours(cmd, libcoz, output, fixed_line=None, fixed_speedup=None, extra=()):
-    """Run `cmd` under `python3 -m cozprof run`; the profile goes to `output`."""
+def _profile_options(output, fixed_line, fixed_speedup):
+    """Options both launchers share; removes a stale profile first."""
     if os.path.exists(output):
         os.unlink(output)
     opts = ["-o", output]
@@ -126,19 +126,36 @@ def run_ours(cmd, libcoz, output, fixed_line=None, fixed_speedup=None, extra=())
         opts += ["--fixed-line", fixed_line]
     if fixed_speedup is not None:
         opts += ["--fixed-speedup", str(fixed_speedup)]
+    return opts
+
+
+def profilers(build_dirs, use_ours, use_upstream, script):
+    """Which profilers can run: (libcoz path or None, use_ours, use_upstream, skipped),
+    saying on stderr why one is skipped."""
+    libcoz = find_libcoz(build_dirs) if use_ours else None
+    skipped = {}
+    if use_ours and not libcoz:
+        skipped["ours"] = "libcoz.so is not built yet (looked in <build>/libcoz/ of " + \
+                          ", ".join(build_dirs) + ")"
+        use_ours = False
+    if use_upstream and not upstream_available():
+        skipped["upstream"] = f"{UPSTREAM_COZ} is not installed"
+        use_upstream = False
+    for who, why in skipped.items():
+        print(f"{script}: skipping {who}: {why}", file=sys.stderr)
+    return libcoz, use_ours, use_upstream, skipped
+
+
+def run_ours(cmd, libcoz, output, fixed_line=None, fixed_speedup=None, extra=()):
+    """Run `cmd` under `python3 -m cozprof run`; the profile goes to `output`."""
+    opts = _profile_options(output, fixed_line, fixed_speedup)
     full = [sys.executable, "-m", "cozprof", "run", *opts, *extra, "---", *cmd]
     return _run(full, ours_env(libcoz), "our coz run", cwd=os.path.dirname(output))
 
 
 def run_upstream(cmd, output, fixed_line=None, fixed_speedup=None, extra=()):
     """Run `cmd` under upstream COZ (/usr/bin/coz); the profile goes to `output`."""
-    if os.path.exists(output):
-        os.unlink(output)
-    opts = ["-o", output]
-    if fixed_line:
-        opts += ["--fixed-line", fixed_line]
-    if fixed_speedup is not None:
-        opts += ["--fixed-speedup", str(fixed_speedup)]
+    opts = _profile_options(output, fixed_line, fixed_speedup)
     full = [UPSTREAM_COZ, "run", *opts, *extra, "---", *cmd]
     return _run(full, None, "upstream coz run", cwd=os.path.dirname(output))
 

@@ -206,17 +206,7 @@ def main(argv=None):
     lines = args.startup_lines or (20000 if args.short else 200000)
     programs = [p for p in PROGRAMS if not args.only or p in args.only]
     use_ours, use_upstream = not args.upstream_only, not args.ours_only
-    libcoz = benchlib.find_libcoz(build_dirs) if use_ours else None
-    skipped = {}
-    if use_ours and not libcoz:
-        skipped["ours"] = "libcoz.so is not built yet (looked in <build>/libcoz/ of " + \
-                          ", ".join(build_dirs) + ")"
-        use_ours = False
-    if use_upstream and not benchlib.upstream_available():
-        skipped["upstream"] = f"{benchlib.UPSTREAM_COZ} is not installed"
-        use_upstream = False
-    for who, why in skipped.items():
-        print(f"overhead: skipping {who}: {why}", file=sys.stderr)
+    libcoz, use_ours, use_upstream, skipped = benchlib.profilers(build_dirs, use_ours, use_upstream, "overhead")
     cache = args.cache or os.path.join(
         next((d for d in build_dirs if os.path.isdir(d)), benchlib.tempdir("coz-bench-")),
         "bigdebug")
