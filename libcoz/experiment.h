@@ -65,13 +65,11 @@ class Profiler {
   void request_stop(const char* reason);
   // Waits up to timeout for the final records; true when they are written.
   bool wait_final(uint64_t timeout_ns);
-  bool final_written() const { return final_written_.load() != 0; }
 
   // For the fixed-line mode: resolved before main.
   void set_fixed(const Line* line, std::vector<AddrRange> ranges);
   void set_start_time(uint64_t mono_ns) { start_mono_ = mono_ns; }
 
-  uint64_t experiments() const { return experiments_; }
 
  private:
   void drain();

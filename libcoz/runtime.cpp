@@ -49,7 +49,7 @@ constexpr int kMaxDeferred = 8;
 __thread siginfo_t tls_deferred[kMaxDeferred] __attribute__((tls_model("initial-exec")));
 __thread int tls_deferred_count __attribute__((tls_model("initial-exec"))) = 0;
 
-enum State { kUninit, kStarting, kActive, kDormant, kStopped };
+enum State { kUninit, kStarting, kActive, kDormant };
 std::atomic<int> g_state{kUninit};
 std::atomic<bool> g_shutdown_started{false};
 
