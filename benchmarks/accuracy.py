@@ -288,28 +288,27 @@ def main(argv=None):
                 real, noise = real_speedups(case, binary, amounts, reps, args.short, baselines)
                 ours_args = benchlib.args_list(case.profiled_args(args.short, work_ours))
                 up_args = benchlib.args_list(case.profiled_args(args.short, work_up))
-                ours, up, notes, exps = {}, {}, [], {}
+                notes, exps, results = [], {}, {"ours": {}, "upstream": {}}
+                runners = []
                 if use_ours:
                     def run_o(out, ln):
                         benchlib.run_ours([binary, *ours_args], libcoz, out, ln,
                                           extra=["--experiment-length", exp_len])
-                    try:
-                        ours, n1, exps["ours"] = predictions(case, run_o, line, amounts,
-                                                             workdir, "ours")
-                        notes += ["ours: " + n for n in n1]
-                    except BenchError as e:
-                        notes.append("ours failed: " + str(e).splitlines()[0])
+                    runners.append(("ours", run_o))
                 if use_upstream:
                     up_bin = benchlib.find_program(build_dirs, case.program + "_upstream")
 
                     def run_u(out, ln):
                         benchlib.run_upstream([up_bin, *up_args], out, ln)
+                    runners.append(("upstream", run_u))
+                for who, runner in runners:
                     try:
-                        up, n2, exps["upstream"] = predictions(case, run_u, line, amounts,
-                                                               workdir, "upstream")
-                        notes += ["upstream: " + n for n in n2]
+                        results[who], found, exps[who] = predictions(case, runner, line, amounts,
+                                                                     workdir, who)
+                        notes += [f"{who}: " + n for n in found]
                     except BenchError as e:
-                        notes.append("upstream failed: " + str(e).splitlines()[0])
+                        notes.append(f"{who} failed: " + str(e).splitlines()[0])
+                ours, up = results["ours"], results["upstream"]
             except BenchError as e:
                 errors.append(f"{case.name}: {e}")
                 print(f"{case.name:<26} error: {str(e).splitlines()[0]}")
