@@ -5,9 +5,10 @@ Argument parsing is pure (see `parse_args`); only `main` prints and exits.
 """
 
 import argparse
+import shlex
 import sys
 
-from .errors import CozError
+from .errors import EXIT_LAUNCHER_ERROR, EXIT_USER_ERROR, CozError
 
 SUBCOMMANDS = {
     "run": ("launcher", "profile a program: coz run [options] --- command args"),
@@ -33,17 +34,37 @@ class _Unavailable:
         parser.add_argument("rest", nargs="*", help="(unavailable)")
 
     def run(self, args):
-        raise CozError(f"'coz {self.name}' is not available: {self.error}",
-                       hint="reinstall cozprof, or run from a complete source tree")
+        missing = getattr(self.error, "name", None)
+        if isinstance(self.error, ModuleNotFoundError) and missing and not missing.startswith("cozprof"):
+            # A third-party module (numpy, matplotlib): say how to install it.
+            top = missing.split(".")[0]
+            hint = f"install it: {shlex.quote(sys.executable)} -m pip install {top}"
+        else:
+            hint = "reinstall cozprof, or run from a complete source tree"
+        raise CozError(f"'coz {self.name}' is not available: {self.error}", hint=hint)
+
+
+def version():
+    """The version of the code that runs (`cozprof.__version__`, which the tests
+    keep equal to pyproject.toml's); read here rather than from the installed
+    metadata, which may belong to another copy than the one on sys.path."""
+    from . import __version__
+    return __version__
+
+
+NO_SUBCOMMAND = ""  # `only` value that imports no subcommand module (coz --version, --help)
 
 
 def build_parser(only=None):
     """The whole parser, or with `only` the options of that subcommand alone:
     its module is the only one imported (`coz run` then starts without numpy
-    and matplotlib, which the program's start-up would otherwise wait for)."""
+    and matplotlib, which the program's start-up would otherwise wait for).
+    With `only=NO_SUBCOMMAND` no module is imported at all."""
     import importlib
 
     parser = _Parser(prog="coz", description="Causal profiler for native code on Linux.")
+    parser.add_argument("--version", action="version", version=f"coz {version()}",
+                        help="print the version of coz and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name, (module, help_text) in SUBCOMMANDS.items():
@@ -67,7 +88,8 @@ def parse_args(argv):
         from . import launcher
 
         return launcher.parse_run_args(build_parser(only="run"), argv)
-    return build_parser(only=argv[0] if argv and argv[0] in SUBCOMMANDS else None).parse_args(argv)
+    only = argv[0] if argv and argv[0] in SUBCOMMANDS else NO_SUBCOMMAND
+    return build_parser(only=only).parse_args(argv)
 
 
 def main(argv=None):
@@ -79,7 +101,10 @@ def main(argv=None):
         print(f"coz: error: {e}", file=sys.stderr)
         if e.hint:
             print(f"coz: {e.hint}", file=sys.stderr)
-        return e.status
+        if e.status is not None:
+            return e.status
+        # `coz run` exits with the program's status: its own errors use 125, as `env` does.
+        return EXIT_LAUNCHER_ERROR if argv and argv[0] == "run" else EXIT_USER_ERROR
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -5,6 +5,7 @@ built by `build_env` (a fixed contract with libcoz/config). Parsing and checks a
 pure functions; only `run` starts a process.
 """
 
+import errno
 import os
 import re
 import resource
@@ -14,7 +15,7 @@ import struct
 import subprocess
 import sys
 
-from .errors import CozError
+from .errors import EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, CozError
 
 SEPARATOR = "---"
 DEFAULT_OUTPUT = "profile.coz"
@@ -195,14 +196,16 @@ def resolve_program(name, env=None):
             found_not_exec = found_not_exec or c
     if found_not_exec:
         raise CozError(f"{found_not_exec} is not executable",
-                       hint=f"make it executable: chmod +x {found_not_exec}")
+                       hint=f"make it executable: chmod +x {found_not_exec}",
+                       status=EXIT_CANNOT_EXECUTE)
     if "/" in name:
         if os.path.isdir(name):
             raise CozError(f"{name} is a directory, not a program",
-                           hint="name the program to run after '---'")
-        raise CozError(f"no such program: {name}", hint="check the path after '---'")
+                           hint="name the program to run after '---'", status=EXIT_CANNOT_EXECUTE)
+        raise CozError(f"no such program: {name}", hint="check the path after '---'",
+                       status=EXIT_NOT_FOUND)
     raise CozError(f"program not found: {name}",
-                   hint="it is not in PATH; give its path, e.g. ./" + name)
+                   hint="it is not in PATH; give its path, e.g. ./" + name, status=EXIT_NOT_FOUND)
 
 
 def check_preloadable(path):
@@ -211,7 +214,8 @@ def check_preloadable(path):
     if st.st_mode & (stat.S_ISUID | stat.S_ISGID):
         raise CozError(f"{path} is setuid or setgid: preloading cannot work with it",
                        hint="the dynamic loader ignores LD_PRELOAD for such programs; "
-                            "profile a copy without the setuid/setgid bit")
+                            "profile a copy without the setuid/setgid bit",
+                       status=EXIT_CANNOT_EXECUTE)
     try:
         with open(path, "rb") as f:
             head = f.read(64)
@@ -223,10 +227,11 @@ def check_preloadable(path):
                 return
     except OSError as e:
         raise CozError(f"cannot read {path}: {e.strerror}",
-                       hint="the launcher reads the program's ELF header; check its permissions") from None
+                       hint="the launcher reads the program's ELF header; check its permissions",
+                       status=EXIT_CANNOT_EXECUTE) from None
     raise CozError(f"{path} is statically linked: preloading cannot work",
                    hint="libcoz.so needs the dynamic loader; link the program dynamically "
-                        "(drop -static)")
+                        "(drop -static)", status=EXIT_CANNOT_EXECUTE)
 
 
 def _elf_has_interp(f, head):
@@ -297,8 +302,10 @@ def spawn_and_pass_status(argv, program, env):
     try:
         child = subprocess.Popen(argv, executable=program, env=env)
     except OSError as e:
+        # ENOENT here is a missing #! interpreter: "not found", as env reports it.
         raise CozError(f"cannot run {program}: {e.strerror}",
-                       hint="check the program's #! line and that it runs without coz") from None
+                       hint="check the program's #! line and that it runs without coz",
+                       status=EXIT_NOT_FOUND if e.errno == errno.ENOENT else EXIT_CANNOT_EXECUTE) from None
     for signum in pending:
         child.send_signal(signum)
     status = child.wait()

@@ -2,6 +2,7 @@
 
 import math
 import os
+import shlex
 import sys
 
 from . import report
@@ -40,11 +41,22 @@ def select_lines(result, wanted=None, limit=None):
     return lines[:limit if limit is not None else DEFAULT_LINES]
 
 
+def require_matplotlib():
+    """Import matplotlib for drawing; a CozError naming the fix when it cannot be."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        from matplotlib.figure import Figure
+    except ImportError as e:
+        raise CozError(f"coz plot needs matplotlib to draw images, and it cannot be imported ({e})",
+                       hint=f"install it: {shlex.quote(sys.executable)} -m pip install matplotlib "
+                            "(on Debian: apt install python3-matplotlib); --html needs no matplotlib") from None
+    return Figure
+
+
 def make_figure(lines):
     """A matplotlib Figure with one causal-plot panel per entry of `lines`."""
-    import matplotlib
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
+    Figure = require_matplotlib()
     import numpy as np
 
     n = len(lines)
@@ -96,6 +108,8 @@ def run(args):
     if args.output and os.path.splitext(args.output)[1].lower() not in FORMATS:
         raise CozError(f"cannot tell the image format of {args.output!r}",
                        hint="end the file name in .png, .svg or .pdf")
+    if args.output:
+        require_matplotlib()  # before the analysis, which may take a while
     result = report.analyze_args(args)
     if args.html:
         from . import html_export  # written by the viewer side; imported only when used

@@ -269,8 +269,108 @@ def test_sigint_is_ignored_by_the_launcher(stub_library, tmp_path):
 def test_launcher_errors_are_one_line(stub_library, tmp_path, args, message):
     p = coz(args, stub_library, tmp_path, stderr=subprocess.PIPE)
     _, err = p.communicate(timeout=30)
-    assert p.returncode == 2
+    assert p.returncode in (125, 127)
     lines = err.decode().splitlines()
     assert lines[0].startswith("coz: error: ") and message in lines[0]
     assert len(lines) == 2 and lines[1].startswith("coz: ")
     assert "Traceback" not in err.decode()
+
+
+# -- exit statuses: those of env and timeout -------------------------------------------
+
+@pytest.fixture
+def odd_programs(tmp_path):
+    """Files that exist but cannot run, each in its own way."""
+    (tmp_path / "plain").write_text("not a program\n")              # no execute permission
+    (tmp_path / "folder").mkdir()
+    garbage = tmp_path / "garbage"                                   # executable, no format known
+    garbage.write_bytes(b"\x01\x02 neither ELF nor script\n")
+    garbage.chmod(0o755)
+    orphan = tmp_path / "orphan.sh"                                  # its interpreter is missing
+    orphan.write_text("#!/nonexistent/interpreter\necho hi\n")
+    orphan.chmod(0o755)
+    return tmp_path
+
+
+@pytest.mark.parametrize("command, status", [
+    (["./no-such-program"], 127),
+    (["no-such-program-in-path-xyz"], 127),
+    (["./orphan.sh"], 127),
+    (["./plain"], 126),
+    (["./folder"], 126),
+    (["./garbage"], 126),
+])
+def test_program_failures_use_the_statuses_of_env(stub_library, odd_programs, command, status):
+    if command != ["./garbage"]:  # env hands a file of no known format to /bin/sh (execvp)
+        # env's own verdict on the same command is the reference.
+        plain = subprocess.run(["env", *command], cwd=odd_programs, capture_output=True, timeout=30)
+        assert plain.returncode == status
+    p = coz(["---", *command], stub_library, odd_programs, stderr=subprocess.PIPE)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == status, err.decode()
+    assert err.decode().startswith("coz: error: ") and "Traceback" not in err.decode()
+
+
+@pytest.mark.parametrize("args", [
+    ["--bogus", "---", "true"], ["--fixed-speedup", "ten", "---", "true"], ["--", "true"], ["---"],
+])
+def test_launcher_own_errors_exit_125_like_env(stub_library, tmp_path, args):
+    assert subprocess.run(["env", "--bogus-option"], capture_output=True).returncode == 125
+    p = coz(args, stub_library, tmp_path, stderr=subprocess.PIPE)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 125, err.decode()
+    assert err.decode().startswith("coz: error: ")
+
+
+def test_missing_runtime_library_exits_125(tmp_path):
+    env = dict(os.environ, COZ_LIBRARY=str(tmp_path / "missing" / "libcoz.so"), PYTHONPATH=PYTHON_PATH)
+    r = subprocess.run([sys.executable, "-m", "cozprof", "run", "---", "true"], env=env, cwd=tmp_path,
+                       capture_output=True, timeout=30)
+    assert r.returncode == 125
+    assert b"COZ_LIBRARY names" in r.stderr
+
+
+def test_programs_preloading_cannot_reach_exit_126(stub_library, tmp_path):
+    src = tmp_path / "m.c"
+    src.write_text("int main(void) { return 0; }\n")
+    subprocess.run(["gcc", "-static", "-o", str(tmp_path / "static"), str(src)], check=True)
+    p = coz(["---", "./static"], stub_library, tmp_path, stderr=subprocess.PIPE)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 126 and b"statically linked" in err
+
+
+def test_the_programs_own_statuses_are_passed_even_when_they_look_like_ours(stub_library, tmp_path):
+    for code in (2, 125, 126, 127):
+        p = coz(["---", "sh", "-c", f"exit {code}"], stub_library, tmp_path, stderr=subprocess.PIPE)
+        p.communicate(timeout=30)
+        assert p.returncode == code
+
+
+def test_other_commands_keep_status_2(capsys):
+    assert cli.main(["report", "--bogus"]) == 2
+    assert "coz: error:" in capsys.readouterr().err
+
+
+# -- coz --version -----------------------------------------------------------------
+
+def test_version_is_printed_and_matches_the_project(capsys):
+    import re
+
+    import cozprof
+
+    with pytest.raises(SystemExit) as ei:
+        cli.main(["--version"])
+    assert ei.value.code == 0
+    assert capsys.readouterr().out == f"coz {cozprof.__version__}\n"
+    with open(os.path.join(REPO, "pyproject.toml")) as f:
+        declared = re.search(r'^version = "([^"]+)"', f.read(), re.M).group(1)
+    assert cozprof.__version__ == declared
+
+
+def test_version_imports_no_subcommand():
+    code = ("import sys\nfrom cozprof import cli\n"
+            "try:\n    cli.main(['--version'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('cozprof.', 'numpy', 'matplotlib'))))")
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=PYTHON_PATH),
+                       capture_output=True, text=True, timeout=30)
+    assert r.stdout.splitlines()[-1] == "['cozprof.cli', 'cozprof.errors']"

@@ -130,3 +130,40 @@ def test_json_target_that_is_a_profile_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "would overwrite what looks like a profile" in err
     assert prof.read_bytes() == before
+
+
+def _without(modules, argv):
+    """Runs `coz ARGV` in a Python where importing any of `modules` fails."""
+    code = ("import sys\n"
+            f"for m in {modules!r}:\n    sys.modules[m] = None\n"
+            "from cozprof.cli import main\n"
+            f"sys.exit(main({argv!r}))\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_plot_without_matplotlib_is_a_one_line_error_with_the_fix(tmp_path):
+    out = tmp_path / "p.png"
+    r = _without(["matplotlib"], ["plot", "-o", str(out), fx("throughput.coz")])
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 2, r.stderr
+    assert lines[0].startswith("coz: error: coz plot needs matplotlib")
+    assert lines[1].startswith("coz: install it: ") and "-m pip install matplotlib" in lines[1]
+    assert not out.exists()
+
+
+def test_plot_html_needs_no_matplotlib(tmp_path):
+    out = tmp_path / "p.html"
+    r = _without(["matplotlib"], ["plot", "--html", str(out), fx("throughput.coz")])
+    assert r.returncode == 0, r.stderr
+    assert "/src/a.c:10" in out.read_text()
+
+
+def test_a_missing_third_party_module_names_the_install_command():
+    r = _without(["numpy"], ["report", fx("throughput.coz")])
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("coz: error: 'coz report' is not available")
+    assert "-m pip install numpy" in lines[1]
