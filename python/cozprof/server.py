@@ -1,18 +1,26 @@
 """`coz view`: serve the browser viewer and one analysis on 127.0.0.1.
 
-Only an explicit set of URLs is answered: the viewer's own files (a fixed
-table, never a path joined from the request), the analysis (/analysis.json)
-and snippets of the source files that the analysis names
-(/source?line=path:line). Everything else is refused, so a request cannot
-reach any other file, whatever it contains ('..', absolute paths, escapes).
+Every URL starts with a random token (`/<token>/...`, printed in the address,
+as Jupyter does), so other users of the machine, who can reach 127.0.0.1 too,
+get nothing. Under it only an explicit set of URLs is answered: the viewer's
+own files (a fixed table, never a path joined from the request), the analysis
+(analysis.json) and snippets of the source files that the analysis names
+(source?line=path:line), when they are regular text files outside /proc, /sys
+and /dev. Everything else is refused with a short 4xx answer, so a request
+cannot reach any other file, whatever it contains ('..', absolute paths,
+escapes), and no request makes the server fail.
 
 The routing is a pure function (`App.route`) so tests check it without a
-socket; `serve` only wires it to http.server.
+socket; `make_handler` only wires it to http.server.
 """
 
+import hmac
 import json
 import math
 import os
+import re
+import secrets
+import stat
 import sys
 import threading
 import webbrowser
@@ -25,9 +33,13 @@ from .errors import CozError
 SNIPPET_CONTEXT_LINES = 3        # default lines served above and below a line
 SNIPPET_CONTEXT_MAX = 20         # a client may ask for at most this many
 SOURCE_MAX_BYTES = 16 * 1024 * 1024  # larger "source files" are not read
+TOKEN_BYTES = 32                 # random bytes in the URL token (43 URL-safe characters)
+MAX_QUERY_FIELDS = 16            # a query with more fields is refused
+PSEUDO_FS = ("/proc", "/sys", "/dev")  # never served, whatever names them
 
-# URL -> (path under the viewer folder, content type). The page uses the same
-# relative paths when opened from disk, so both ways find the same files.
+# URL under the token -> (path under the viewer folder, content type). The
+# page uses the same relative paths when opened from disk, so both ways find
+# the same files, and its relative requests keep the token.
 ASSETS = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/index.html": ("index.html", "text/html; charset=utf-8"),
@@ -38,6 +50,8 @@ ASSETS = {
     "/node_modules/uplot/dist/uPlot.min.css":
         ("node_modules/uplot/dist/uPlot.min.css", "text/css; charset=utf-8"),
 }
+
+_DECIMAL = re.compile(r"[0-9]{1,9}")  # ASCII digits only ('²'.isdigit() is True)
 
 SETUP_HINT = "run 'npm ci --prefix viewer' in the project folder (the setup script does this)"
 
@@ -110,9 +124,51 @@ def load_analysis_file(path):
 def split_line(spec):
     """'path:123' -> ('path', 123); None when it is not of that form."""
     path, sep, num = spec.rpartition(":")
-    if not sep or not path or not num.isdigit() or int(num) < 1:
+    if not sep or not path or not _DECIMAL.fullmatch(num) or int(num) < 1:
         return None
     return path, int(num)
+
+
+def _pseudo_fs_devices():
+    devices = set()
+    for root in PSEUDO_FS:
+        try:
+            devices.add(os.stat(root).st_dev)
+        except OSError:
+            pass
+    return devices
+
+
+def read_source_file(path, pseudo_devices=None):
+    """The text of `path` when it is a regular, non-empty text file of at most
+    SOURCE_MAX_BYTES outside /proc, /sys and /dev (a symbolic link is followed
+    and its target judged); None otherwise."""
+    try:
+        real = os.path.realpath(path)
+        if any(real == root or real.startswith(root + "/") for root in PSEUDO_FS):
+            return None
+        # O_NONBLOCK: opening a FIFO must not hang the server; it is refused below.
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except (OSError, ValueError):  # ValueError: a NUL in the name
+        return None
+    try:
+        st = os.fstat(fd)
+        devices = _pseudo_fs_devices() if pseudo_devices is None else pseudo_devices
+        if not stat.S_ISREG(st.st_mode) or st.st_dev in devices:
+            return None
+        if not 0 < st.st_size <= SOURCE_MAX_BYTES:
+            return None
+        with os.fdopen(fd, "rb", closefd=True) as f:
+            fd = None
+            data = f.read(SOURCE_MAX_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        if fd is not None:
+            os.close(fd)
+    if len(data) > SOURCE_MAX_BYTES or b"\0" in data:
+        return None  # grew past the limit, or not text
+    return data.decode("utf-8", errors="replace")
 
 
 class Sources:
@@ -137,28 +193,21 @@ class Sources:
         self._cache = {}
         self._lock = threading.Lock()
 
-    def _resolve(self, name):
+    def _read(self, name):
+        """Lines of the first candidate for `name` that is a servable source file."""
         p = Path(name)
         candidates = [p] if p.is_absolute() else [d / p for d in self.search_dirs]
+        devices = _pseudo_fs_devices()
         for c in candidates:
-            try:
-                if c.is_file() and c.stat().st_size <= SOURCE_MAX_BYTES:
-                    return c
-            except OSError:
-                continue
+            text = read_source_file(c, devices)
+            if text is not None:
+                return text.splitlines()
         return None
 
     def _lines(self, name):
         with self._lock:
             if name not in self._cache:
-                path = self._resolve(name)
-                lines = None
-                if path is not None:
-                    try:
-                        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-                    except OSError:
-                        lines = None
-                self._cache[name] = lines
+                self._cache[name] = self._read(name)
             return self._cache[name]
 
     def snippet(self, spec, context=SNIPPET_CONTEXT_LINES):
@@ -170,7 +219,7 @@ class Sources:
         lines = self._lines(name)
         if lines is None or lineno > len(lines):
             return None
-        context = max(0, min(int(context), SNIPPET_CONTEXT_MAX))
+        context = max(0, min(context, SNIPPET_CONTEXT_MAX))
         first = max(1, lineno - context)
         last = min(len(lines), lineno + context)
         return {"line": spec, "file": name, "lineno": lineno, "first": first,
@@ -191,23 +240,43 @@ def search_dirs_for(profiles=(), extra=()):
 # ---------------------------------------------------------------- routing
 
 class Response:
-    def __init__(self, status, content_type="text/plain; charset=utf-8", body=b""):
+    def __init__(self, status, content_type="text/plain; charset=utf-8", body=b"", location=None):
         self.status = status
         self.content_type = content_type
         self.body = body if isinstance(body, bytes) else body.encode("utf-8")
+        self.location = location
 
 
 def _json_response(obj):
     return Response(200, "application/json; charset=utf-8", json.dumps(obj))
 
 
-class App:
-    """What `coz view` serves: the viewer's files, one analysis and its sources."""
+NEEDS_TOKEN = ("this address needs the token of coz view: open the full URL that "
+               "'coz view' printed (http://127.0.0.1:PORT/TOKEN/)\n")
 
-    def __init__(self, analysis, folder, sources):
+
+def new_token():
+    return secrets.token_urlsafe(TOKEN_BYTES)
+
+
+class App:
+    """What `coz view` serves: the viewer's files, one analysis and its sources,
+    all under /<token>/."""
+
+    def __init__(self, analysis, folder, sources, token=None):
         self.folder = folder
         self.analysis_body = analysis_json(analysis).encode("utf-8")
         self.sources = sources
+        self.token = token or new_token()
+        self._token_bytes = self.token.encode("ascii")
+
+    @property
+    def root(self):
+        """The path of the page: what the printed URL ends with."""
+        return f"/{self.token}/"
+
+    def _has_token(self, segment):
+        return hmac.compare_digest(segment.encode("utf-8", "surrogateescape"), self._token_bytes)
 
     def route(self, target):
         """Answer a GET for the request target (path and query) as a Response."""
@@ -215,7 +284,15 @@ class App:
             parts = urlsplit(target)
         except ValueError:
             return Response(400, body="bad request\n")
-        path = parts.path
+        _, slash, rest = parts.path.partition("/")
+        segment, slash2, rest = rest.partition("/")
+        if not slash or not self._has_token(segment):
+            return Response(403, body=NEEDS_TOKEN)
+        if not slash2:  # /<token> alone: the page's relative URLs need the slash
+            return Response(308, body="see " + self.root + "\n", location=self.root)
+        return self._route_inside("/" + rest, parts.query)
+
+    def _route_inside(self, path, query_text):
         if path in ASSETS:
             rel, ctype = ASSETS[path]
             try:
@@ -225,10 +302,14 @@ class App:
         if path == "/analysis.json":
             return Response(200, "application/json; charset=utf-8", self.analysis_body)
         if path == "/source":
-            query = parse_qs(parts.query)
+            try:
+                query = parse_qs(query_text, max_num_fields=MAX_QUERY_FIELDS)
+            except ValueError:
+                return Response(400, body="too many query fields\n")
             spec = (query.get("line") or [""])[0]
-            ctx = (query.get("context") or [str(SNIPPET_CONTEXT_LINES)])[0]
-            snip = self.sources.snippet(spec, int(ctx) if ctx.isdigit() else SNIPPET_CONTEXT_LINES)
+            ctx = (query.get("context") or [""])[0]
+            context = int(ctx) if _DECIMAL.fullmatch(ctx) else SNIPPET_CONTEXT_LINES
+            snip = self.sources.snippet(spec, context)
             if snip is None:
                 return Response(404, body="no such source line in this profile\n")
             return _json_response(snip)
@@ -247,17 +328,26 @@ def make_handler(app):
         server_version = "coz-view"
         sys_version = ""
 
-        def _send(self, head_only):
+        def _answer(self):
             if not _allowed_host(self.headers.get("Host"), self.server.server_address[1]):
-                resp = Response(403, body="forbidden host\n")
-            else:
-                resp = app.route(self.path)
+                return Response(403, body="forbidden host\n")
+            try:
+                return app.route(self.path)
+            except Exception as e:  # a bug must cost one request, not the connection
+                print(f"coz view: error answering a request: {type(e).__name__}: {e}", file=sys.stderr)
+                return Response(500, body="internal error\n")
+
+        def _send(self, head_only):
+            resp = self._answer()
             self.send_response(resp.status)
             self.send_header("Content-Type", resp.content_type)
             self.send_header("Content-Length", str(len(resp.body)))
+            if resp.location:
+                self.send_header("Location", resp.location)
             self.send_header("Cache-Control", "no-store")
             self.send_header("X-Content-Type-Options", "nosniff")
             self.send_header("Content-Security-Policy", CSP)
+            self.send_header("Referrer-Policy", "no-referrer")  # the token stays in this page
             self.end_headers()
             if not head_only:
                 self.wfile.write(resp.body)
@@ -332,7 +422,7 @@ def run(args):
         raise CozError(f"cannot listen on 127.0.0.1:{args.port} ({e.strerror or e})",
                        hint="choose another port with --port, or --port 0 for any free one") from None
     server.daemon_threads = True
-    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    url = f"http://127.0.0.1:{server.server_address[1]}{app.root}"
     if analysis.get("diagnosis"):
         print(f"coz view: {analysis['diagnosis']}", file=sys.stderr)
     try:

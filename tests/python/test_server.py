@@ -3,7 +3,11 @@
 import http.client
 import json
 import math
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -38,11 +42,15 @@ def tree(tmp_path):
 def app(tree):
     analysis = analysis_for(["src/app.c", str(tree / "src" / "abs.c"), "src/../secret.txt"])
     (tree / "src" / "abs.c").write_text("absolute one\nabsolute two\n")
-    return server.App(analysis, server.viewer_dir(), server.Sources(analysis, [tree]))
+    return server.App(analysis, server.viewer_dir(), server.Sources(analysis, [tree]), token=TOKEN)
+
+
+TOKEN = "t0ken-of-the-tests_43-characters-like-real1"
 
 
 def get(app, target):
-    r = app.route(target)
+    """GET `target` under the app's token."""
+    r = app.route(f"/{app.token}{target}")
     return r.status, r.body.decode("utf-8", "replace")
 
 
@@ -173,35 +181,200 @@ def test_port_in_use_is_a_clear_error(capsys):
     assert "Traceback" not in err
 
 
-def test_real_socket_refuses_raw_traversal_and_foreign_hosts(app):
-    httpd = server.ThreadingHTTPServer(("127.0.0.1", 0), server.make_handler(app))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    port = httpd.server_address[1]
-    try:
-        def fetch(target, host=None):
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            conn.putrequest("GET", target, skip_host=host is not None)
-            if host is not None:
-                conn.putheader("Host", host)
-            conn.endheaders()
-            resp = conn.getresponse()
-            body = resp.read()
-            conn.close()
-            return resp.status, resp.headers, body
+class Served:
+    """`app` behind a real socket, with a raw client that sends targets as given."""
 
-        status, headers, body = fetch("/../../../../etc/passwd")
-        assert status == 404 and b"root:" not in body
-        status, headers, body = fetch("/analysis.json")
-        assert status == 200
-        assert headers["Content-Type"].startswith("application/json")
-        assert "default-src 'none'" in headers["Content-Security-Policy"]
-        assert fetch("/analysis.json", host="attacker.example")[0] == 403
-        assert fetch("/analysis.json", host=f"localhost:{port}")[0] == 200
-        assert httpd.server_address[0] == "127.0.0.1"
+    def __init__(self, app):
+        self.httpd = server.ThreadingHTTPServer(("127.0.0.1", 0), server.make_handler(app))
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def fetch(self, target, host=None, method="GET"):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        conn.putrequest(method, target, skip_host=host is not None, skip_accept_encoding=True)
+        if host is not None:
+            conn.putheader("Host", host)
+        conn.endheaders()
+        resp = conn.getresponse()
+        body = resp.read()
+        conn.close()
+        return resp.status, resp.headers, body
+
+    def raw(self, request_bytes, until_close=False):
+        """Sends bytes as they are; returns the status line (b'' if the connection dropped),
+        or with `until_close` all that came back."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
+            s.sendall(request_bytes)
+            data = b""
+            while until_close or b"\r\n" not in data:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        return data if until_close else data.split(b"\r\n", 1)[0]
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def served(app):
+    s = Served(app)
+    yield s
+    s.close()
+
+
+def test_real_socket_refuses_raw_traversal_and_foreign_hosts(served, app):
+    fetch, port = served.fetch, served.port
+    status, headers, body = fetch(f"/{TOKEN}/../../../../etc/passwd")
+    assert status == 404 and b"root:" not in body
+    status, headers, body = fetch(f"/{TOKEN}/analysis.json")
+    assert status == 200
+    assert headers["Content-Type"].startswith("application/json")
+    assert "default-src 'none'" in headers["Content-Security-Policy"]
+    assert headers["Referrer-Policy"] == "no-referrer"
+    assert fetch(f"/{TOKEN}/analysis.json", host="attacker.example")[0] == 403
+    assert fetch(f"/{TOKEN}/analysis.json", host=f"localhost:{port}")[0] == 200
+    assert served.httpd.server_address[0] == "127.0.0.1"
+
+
+# -- the token ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", ["/", "/index.html", "/analysis.json", "/source?line=src/app.c:2",
+                                  "/js/viewer.js", "/css/viewer.css"])
+def test_nothing_is_served_without_the_token(app, path):
+    good = app.route(f"/{TOKEN}{path}")
+    assert good.status == 200
+    for target in [path, f"/{TOKEN[:-1]}{path}", f"/{TOKEN}x{path}", f"/x{TOKEN}{path}",
+                   f"/{TOKEN.upper()}{path}", f"//{TOKEN}{path}", f"/%2F{TOKEN}{path}",
+                   f"/{TOKEN[:-1]}%{ord(TOKEN[-1]):02X}{path}", f"{path}?token={TOKEN}"]:
+        r = app.route(target)
+        assert r.status == 403, target
+        assert r.body.decode() == server.NEEDS_TOKEN
+        assert good.body not in r.body
+
+
+def test_the_token_alone_redirects_to_the_page(app):
+    r = app.route(f"/{TOKEN}")
+    assert r.status == 308 and r.location == f"/{TOKEN}/"
+    assert app.route(f"/{TOKEN}?x=1").location == f"/{TOKEN}/"
+
+
+def test_every_app_gets_its_own_long_random_token(tree):
+    analysis = analysis_for([])
+    tokens = {server.App(analysis, server.viewer_dir(), server.Sources(analysis, [tree])).token
+              for _ in range(20)}
+    assert len(tokens) == 20
+    assert all(len(t) >= 43 and all(c.isalnum() or c in "-_" for c in t) for t in tokens)
+
+
+def test_coz_view_prints_the_url_with_its_token():
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    env.pop("DISPLAY", None)
+    env.pop("WAYLAND_DISPLAY", None)
+    proc = subprocess.Popen([sys.executable, "-m", "cozprof", "view", "--no-browser", "--port", "0",
+                             "--analysis", str(FIXTURES / "realistic.json")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        url = line.split("serving ", 1)[1].split(" ", 1)[0]
+        host_port, _, token_path = url[len("http://"):].partition("/")
+        token = token_path.rstrip("/")
+        assert host_port.startswith("127.0.0.1:") and len(token) >= 43 and token_path == token + "/"
+        port = int(host_port.split(":")[1])
+
+        def status(path):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", path)
+            code = conn.getresponse().status
+            conn.close()
+            return code
+
+        assert status(f"/{token}/") == status(f"/{token}/analysis.json") == 200
+        assert status("/") == status("/analysis.json") == 403
     finally:
-        httpd.shutdown()
-        httpd.server_close()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "Traceback" not in err
+
+
+# -- what reaches the files -------------------------------------------------------------
+
+@pytest.fixture
+def odd_files(tmp_path):
+    """An analysis naming things that are not regular source files, and one that is."""
+    d = tmp_path
+    (d / "real.c").write_text("int a;\nint b;\n")
+    (d / "link-to-real.c").symlink_to(d / "real.c")
+    (d / "link-to-proc.c").symlink_to("/proc/self/environ")
+    (d / "link-to-dev.c").symlink_to("/dev/zero")
+    (d / "binary.c").write_bytes(b"\x7fELF\x00\x01\ninside\n")
+    (d / "empty.c").write_text("")
+    (d / "folder.c").mkdir()
+    os.mkfifo(d / "fifo.c")
+    names = ["real.c", "link-to-real.c", "link-to-proc.c", "link-to-dev.c", "binary.c", "empty.c",
+             "folder.c", "fifo.c", "/proc/self/environ", "/proc/self/status", "/proc/self/cmdline",
+             "/sys/kernel/mm/transparent_hugepage/enabled", "/dev/zero", "/dev/null", "/dev/stdin",
+             "/proc/self/cwd/real.c", "nul\x00byte.c"]
+    analysis = analysis_for(names)
+    return server.App(analysis, server.viewer_dir(), server.Sources(analysis, [d]), token=TOKEN), names
+
+
+def test_only_regular_text_files_outside_proc_sys_dev_are_served(odd_files):
+    app, names = odd_files
+    served = {}
+    for i, name in enumerate(names):
+        # analysis_for puts name number i at line i + 2; ask for line 1, which any file has.
+        status, body = get(app, "/source?line=" + quote(name) + ":1")
+        assert status in (200, 404), name
+        served[name] = status == 200
+    assert {n for n, ok in served.items() if ok} == {"real.c", "link-to-real.c"}
+
+
+def quote(text):
+    from urllib.parse import quote as q
+    return q(text, safe="")
+
+
+@pytest.mark.parametrize("query", [
+    "line=src/app.c:%C2%B2", "line=src/app.c:²", "line=a.c:²", "line=src/app.c:2&context=%C2%B2",
+    "line=src/app.c:2&context=²", "line=src/app.c:٣", "line=src/app.c:2&context=" + "9" * 5000,
+    "line=src/app.c:" + "9" * 5000, "line=%zz%C3%28%ff:2", "line=src/app.c%3A2%", "line=%00:1",
+    "line=src/app.c:2&" * 40, "line=src/app.c:2&context=-3", "context=1", "=&&=&", "line=" + "a" * 60000 + ":1",
+])
+def test_odd_queries_get_a_short_answer(app, query):
+    status, body = get(app, "/source?" + query)
+    assert status in (200, 400, 404)
+    assert "Traceback" not in body and len(body) < 2000
+
+
+def test_odd_requests_on_the_socket_are_answered_not_dropped(served):
+    for query, want in [("line=a.c:%C2%B2", 404), ("line=src/app.c:%C2%B2", 404), ("line=%zz", 404),
+                        ("line=src/app.c:2&" * 40, 400), ("line=src/app.c:2&context=%C2%B2", 200)]:
+        status, _, body = served.fetch(f"/{TOKEN}/source?{query}")
+        assert status == want, query
+    # Bytes no client library would send: non-ASCII in the request line, a huge target.
+    assert served.raw(f"GET /{TOKEN}/source?line=a.c:\xc2\xb2 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                      .encode("latin-1")).split(b" ")[1] == b"404"
+    assert served.raw(b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n").split(b" ")[1] == b"414"
+    assert served.raw(b"POST /" + TOKEN.encode() + b"/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").split(b" ")[1] == b"501"
+    # Not HTTP at all (a TLS hello): http.server answers the old way, with no status line.
+    assert b"Error code: 400" in served.raw(b"\x16\x03\x01 garbage\r\n\r\n", until_close=True)
+
+
+def test_a_failure_inside_costs_one_request_not_the_connection(app, monkeypatch, capsys):
+    def broken(target):
+        raise RuntimeError("boom")
+
+    s = Served(app)
+    try:
+        monkeypatch.setattr(app, "route", broken)
+        status, _, body = s.fetch(f"/{TOKEN}/analysis.json")
+        assert status == 500 and body == b"internal error\n"
+    finally:
+        s.close()
+    assert "RuntimeError: boom" in capsys.readouterr().err
 
 
 def test_non_finite_numbers_become_null():

@@ -4,7 +4,9 @@
  * parses a profile. The data comes from one of three places:
  *   - embedded in the page (<script id="coz-analysis" type="application/json">,
  *     written by `coz plot --html`), with source snippets in #coz-sources;
- *   - served by `coz view` at ./analysis.json, snippets at ./source?line=...;
+ *   - served by `coz view` at ./analysis.json, snippets at ./source?line=...
+ *     (relative URLs: the page is at /<token>/, and every request must carry
+ *     the token);
  *   - a file the user opens or drops (page opened from disk).
  * Plots are drawn with uPlot, and only for cards near the viewport, so a
  * profile with hundreds of lines stays responsive.

@@ -55,7 +55,8 @@ function python(args, opts = {}) {
   return spawn(process.env.COZ_PYTHON || process.env.PYTHON || 'python3', ['-m', 'cozprof', ...args], { env, cwd: opts.cwd || REPO });
 }
 
-// Starts `coz view --no-browser --port 0 ARGS`, resolves once it prints its address.
+// Starts `coz view --no-browser --port 0 ARGS`, resolves once it prints its
+// address (http://127.0.0.1:PORT/TOKEN/: every URL of the server is under the token).
 export function cozView(args, opts = {}) {
   const proc = python(['view', '--no-browser', '--port', '0', ...args], opts);
   let out = '', err = '';
@@ -65,7 +66,7 @@ export function cozView(args, opts = {}) {
     const timer = setTimeout(() => reject(new Error('coz view did not start: ' + err)), 15000);
     proc.stdout.on('data', (d) => {
       out += d;
-      const m = /serving (http:\/\/127\.0\.0\.1:\d+\/)/.exec(out);
+      const m = /serving (http:\/\/127\.0\.0\.1:\d+\/[A-Za-z0-9_-]{43,}\/) /.exec(out);
       if (m) { clearTimeout(timer); resolve(m[1]); }
     });
     exited.then(({ code }) => { clearTimeout(timer); reject(new Error(`coz view exited (${code}): ${err}`)); });
@@ -97,11 +98,14 @@ export function pyExec(code, args = []) {
 }
 
 // A GET with the request target sent exactly as given (no URL normalisation,
-// so '..' and '//' reach the server as an attacker would send them).
+// so '..' and '//' reach the server as an attacker would send them). A target
+// that does not start with '/' is put under the base's path (the token), as
+// the page's own relative requests are.
 export function rawGet(base, target, headers = {}) {
   const u = new URL(base);
+  const path = target.startsWith('/') ? target : u.pathname + target;
   return new Promise((resolve, reject) => {
-    const req = request({ host: u.hostname, port: u.port, path: target, method: 'GET', headers }, (res) => {
+    const req = request({ host: u.hostname, port: u.port, path, method: 'GET', headers }, (res) => {
       let body = '';
       res.on('data', (d) => { body += d; });
       res.on('end', () => resolve({ status: res.statusCode, body, headers: res.headers }));

@@ -16,7 +16,7 @@ test('coz view analyses a profile and shows both of its progress points', async 
   const view = cozView([PROFILE]);
   try {
     const url = await view.ready;
-    const served = JSON.parse((await rawGet(url, '/analysis.json')).body);
+    const served = JSON.parse((await rawGet(url, 'analysis.json')).body);
     assert.equal(served.phase_correction, true);
     const points = [...new Set(served.lines.map((l) => l.progress_point))].sort();
     assert.ok(points.length >= 2, JSON.stringify(points));
@@ -40,7 +40,7 @@ test('coz view analyses a profile and shows both of its progress points', async 
 test('coz view --no-phase-correction passes the choice to the analysis', async () => {
   const view = cozView(['--no-phase-correction', PROFILE]);
   try {
-    const served = JSON.parse((await rawGet(await view.ready, '/analysis.json')).body);
+    const served = JSON.parse((await rawGet(await view.ready, 'analysis.json')).body);
     assert.equal(served.phase_correction, false);
     assert.ok(served.lines.every((l) => l.phase_factor === 1));
   } finally {
@@ -62,7 +62,7 @@ test('coz view shows a profile written by the runtime, and the screenshot is sav
   const view = cozView([real]);
   try {
     const url = await view.ready;
-    const served = JSON.parse((await rawGet(url, '/analysis.json')).body);
+    const served = JSON.parse((await rawGet(url, 'analysis.json')).body);
     const stage2 = served.lines.find((l) => l.line.endsWith('/benchmarks/pipeline.c:90'));
     assert.ok(stage2, JSON.stringify(served.lines.map((l) => l.line)));
     const page = await newPage(browser, { width: 1400, height: 1000 });

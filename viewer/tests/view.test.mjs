@@ -120,24 +120,57 @@ test('contention lines are marked and source lines are shown', async () => {
 });
 
 test('the server refuses everything outside the page, the analysis and named sources', async () => {
-  for (const target of ['/../../etc/passwd', '/..%2f..%2fetc%2fpasswd', '//etc/passwd', '/etc/passwd',
-    '/js/../../python/cozprof/server.py', '/node_modules/playwright-core/package.json', '/tests/fixtures/realistic.json',
-    '/source?line=/etc/passwd:1', '/source?line=../../../../etc/passwd:1', '/source?line=src/../../fixtures/realistic.json:1',
-    '/source?line=src/hash.c', '/source?line=src/hash.c:0', '/source?line=src/hash.c:99999']) {
+  // Under the token: traversal, unnamed files and lines that do not exist.
+  for (const target of ['../../etc/passwd', '..%2f..%2fetc%2fpasswd', '/etc/passwd',
+    'js/../../python/cozprof/server.py', 'node_modules/playwright-core/package.json', 'tests/fixtures/realistic.json',
+    'source?line=/etc/passwd:1', 'source?line=../../../../etc/passwd:1', 'source?line=src/../../fixtures/realistic.json:1',
+    'source?line=/proc/self/environ:1', 'source?line=src/hash.c', 'source?line=src/hash.c:0',
+    'source?line=src/hash.c:99999', 'source?line=src/hash.c:%C2%B2']) {
     const r = await rawGet(url, target);
-    assert.ok(r.status === 403 || r.status === 404, `${target} gave ${r.status}`);
-    assert.doesNotMatch(r.body, /root:|import json/);
+    assert.ok([403, 404].includes(r.status), `${target} gave ${r.status}`);
+    assert.doesNotMatch(r.body, /root:|import json|PATH=/);
   }
-  const ok = await rawGet(url, '/source?line=src%2Fhash.c%3A22');
+  const ok = await rawGet(url, 'source?line=src%2Fhash.c%3A22');
   assert.equal(ok.status, 200);
   const snip = JSON.parse(ok.body);
   assert.equal(snip.lineno, 22);
   assert.equal(snip.lines[snip.lineno - snip.first], '        slot = (slot + 1) & (TABLE_SIZE - 1);');
-  const data = await rawGet(url, '/analysis.json');
+  const data = await rawGet(url, 'analysis.json');
   assert.equal(data.status, 200);
   assert.deepEqual(JSON.parse(data.body).lines.map((l) => l.line), analysis.lines.map((l) => l.line));
+  // Without the token (another user of the machine can reach 127.0.0.1 too): nothing at all.
+  for (const target of ['/', '/index.html', '/analysis.json', '/js/viewer.js', '/source?line=src%2Fhash.c%3A22',
+    '//etc/passwd', '/../../etc/passwd']) {
+    const r = await rawGet(url, target);
+    assert.equal(r.status, 403, target);
+    assert.doesNotMatch(r.body, /hash\.c|<html|root:/);
+  }
   // A page of another site reaching us by DNS rebinding names another host.
-  assert.equal((await rawGet(url, '/analysis.json', { Host: 'evil.example:80' })).status, 403);
+  assert.equal((await rawGet(url, 'analysis.json', { Host: 'evil.example:80' })).status, 403);
+});
+
+test('the page asks for its analysis and sources under the token', async () => {
+  const page = await open({ width: 1400, height: 1900 });
+  await page.locator('#plots .card pre.source .hit').first().waitFor();
+  const root = new URL(url).pathname;
+  const own = page.requests.map((r) => new URL(r)).filter((u) => u.pathname !== '/favicon.ico');
+  assert.ok(own.some((u) => u.pathname === root + 'analysis.json'));
+  assert.ok(own.some((u) => u.pathname === root + 'source'));
+  assert.deepEqual(own.filter((u) => !u.pathname.startsWith(root)).map((u) => u.href), []);
+  assert.deepEqual(page.errors, []);
+  await page.close();
+});
+
+test('the address without the token says how to get in', async () => {
+  const page = await newPage(browser);
+  const resp = await page.goto(new URL('/', url).href);
+  assert.equal(resp.status(), 403);
+  assert.match(await page.textContent('body'), /open the full URL that 'coz view' printed/);
+  // The token without its slash is sent to the page.
+  const bare = await page.goto(url.replace(/\/$/, ''));
+  assert.equal(new URL(bare.url()).pathname, new URL(url).pathname);
+  assert.equal(bare.status(), 200);
+  await page.close();
 });
 
 test('Ctrl-C stops coz view cleanly', async () => {
