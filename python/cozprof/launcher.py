@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 
+from . import run_summary
 from .errors import EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, CozError
 
 SEPARATOR = "---"
@@ -155,6 +156,11 @@ def build_env(args, library, base_env=None, launcher_pid=None):
     env["COZ_VERBOSE"] = "1" if args.verbose else "0"
     env["COZ_FOLLOW_CHILDREN"] = "1" if args.follow_children else "0"
     env["COZ_LAUNCHER_PID"] = str(os.getpid() if launcher_pid is None else launcher_pid)
+    if args.format == "json":
+        # Warnings go into the profile only; the launcher prints each once when the
+        # program ends. Upstream's legacy format has no warning record: there the
+        # runtime keeps printing them.
+        env["COZ_WARN_STDERR"] = "0"
     return env
 
 
@@ -266,13 +272,17 @@ def run(args):
         for key in sorted(k for k in env if k.startswith("COZ_") or k == "LD_PRELOAD"):
             print(f"coz: {key}={env[key]!r}", file=sys.stderr)
         print(f"coz: running {program}", file=sys.stderr)
+    outputs = run_summary.Outputs(env["COZ_OUTPUT"], args.follow_children)
     sys.stdout.flush()
     sys.stderr.flush()
-    return spawn_and_pass_status(args.command, program, env)
+    status, pid = spawn_and_wait(args.command, program, env)
+    # Whatever way the program ended: its warnings once, and one summary line.
+    run_summary.print_report(outputs, pid)
+    return pass_status(status)
 
 
-def spawn_and_pass_status(argv, program, env):
-    """Run the program; forward SIGTERM/SIGHUP to it; exit as it did.
+def spawn_and_wait(argv, program, env):
+    """Run the program; forward SIGTERM/SIGHUP to it; return (status, pid) when it ends.
 
     SIGINT and SIGQUIT come from the terminal to the whole process group, so the child
     already has them: the launcher ignores them and waits for the child's verdict.
@@ -308,7 +318,12 @@ def spawn_and_pass_status(argv, program, env):
                        status=EXIT_NOT_FOUND if e.errno == errno.ENOENT else EXIT_CANNOT_EXECUTE) from None
     for signum in pending:
         child.send_signal(signum)
-    status = child.wait()
+    return child.wait(), child.pid
+
+
+def pass_status(status):
+    """Exit as the program did: return its exit code, or die by the signal that
+    killed it (`status` is Popen's: negative for a signal)."""
     if status >= 0:
         return status
     sig = -status

@@ -131,6 +131,7 @@ def test_build_env_defaults_leave_optional_variables_unset():
         assert key not in env
     assert env["COZ_PROGRESS_POINTS"] == "" and env["COZ_VERBOSE"] == "0"
     assert env["COZ_FOLLOW_CHILDREN"] == "0" and env["COZ_FORMAT"] == "json"
+    assert env["COZ_WARN_STDERR"] == "0"  # warnings into the profile; the launcher prints them once
 
 
 # -- library and program checks -------------------------------------------------------
@@ -226,7 +227,9 @@ def test_exit_code_env_and_stdio_pass_through(stub_library, tmp_path):
     assert p.returncode == 7
     lines = out.decode().splitlines()
     assert lines[0] == "out:hello"
-    assert err.decode() == "err:hello\n"
+    # The program's standard error, then the launcher's one line after it ended.
+    assert err.decode() == f"err:hello\ncoz: note: no profile was written to {tmp_path / 'x.coz'} " \
+                           "(the program ended before the profiler started, or never loaded it)\n"
     pid, ppid, preload, output = lines[1].split(" ")
     assert pid == ppid == str(p.pid)          # the launcher is the profiled program's parent
     assert preload == stub_library

@@ -1,0 +1,295 @@
+"""What `coz run` says after the program ends: each runtime warning once, then
+one summary line of what this invocation wrote.
+
+The launcher tells the runtime (COZ_WARN_STDERR=0) to write its warnings
+only into the profile; with --follow-children every process would otherwise
+print its own copy of the same sentences. After the program ends, this module
+reads the part of each profile file that grew during the run (the file may
+hold earlier runs: only what this invocation appended counts), prints each
+distinct warning once, and ends with
+
+    coz: note: 42 experiments, 5 lines with enough data, 12345 samples, 0 lost records; profile: /abs/profile.coz
+
+It never imports numpy, and imports the profile parser only once the
+program has ended: the launcher must stay light, and the program's start
+must not wait for the summary's code.
+"""
+
+import glob
+import os
+import re
+import sys
+
+from .errors import CozError
+
+# The analysis' rule for a causal curve (analysis.DEFAULT_MIN_POINTS and
+# FIXED_SPEEDUP_MIN_POINTS, which a test keeps equal to these: importing
+# analysis would import numpy).
+MIN_POINTS = 3
+FIXED_SPEEDUP_MIN_POINTS = 2
+MAX_WARNINGS_PER_CODE = 5  # distinct messages of one kind printed before "N more"
+
+PREFIX = "coz: note: "
+
+
+# ------------------------------------------------------------- which files
+
+def expand_pid(pattern, pid):
+    """`%p` becomes the pid, as the runtime does it (left to right, no escapes)."""
+    return pattern.replace("%p", str(pid))
+
+
+def child_name(output, pid):
+    """Where a followed child writes without `%p`: `<stem>.<pid>.<ext>`, as the runtime names it."""
+    if "%p" in output:
+        return expand_pid(output, pid)
+    slash, dot = output.rfind("/"), output.rfind(".")
+    if dot != -1 and dot > slash:
+        return f"{output[:dot]}.{pid}{output[dot:]}"
+    return f"{output}.{pid}"
+
+
+class Outputs:
+    """The files one `coz run` may write, and how big they were before it started.
+
+    `output` is the absolute COZ_OUTPUT given to the runtime (with `%p` kept).
+    The root process writes `output` (`%p` expanded with its pid); with
+    `follow_children`, every other process writes `child_name(output, pid)`.
+    """
+
+    def __init__(self, output, follow_children):
+        self.output = output
+        self.follow_children = follow_children
+        pattern = output if "%p" in output else child_name(output, "%p")
+        pieces = pattern.split("%p")
+        self._glob = "*".join(glob.escape(p) for p in pieces)
+        # Every %p is the same pid: the first is captured, the others must repeat it.
+        self._regex = re.compile(re.escape(pieces[0]) + r"(?P<pid>[0-9]+)" + re.escape(pieces[1])
+                                 + "".join(r"(?P=pid)" + re.escape(p) for p in pieces[2:]))
+        self.child_pattern = pattern.replace("%p", "<pid>")
+        self.before = {path: _identity(path) for path in self._candidates()}
+
+    def _candidates(self):
+        paths = set()
+        if "%p" not in self.output:
+            paths.add(self.output)
+        if self.follow_children or "%p" in self.output:
+            paths.update(p for p in glob.glob(self._glob) if self._regex.fullmatch(p))
+        return paths
+
+    def main_path(self, root_pid):
+        return expand_pid(self.output, root_pid)
+
+    def written(self, root_pid):
+        """[(path, offset)]: the files that grew during the run and where their new
+        part starts, the root process's file first."""
+        main = self.main_path(root_pid)
+        found = self._candidates() if self.follow_children else {main}
+        out = []
+        for path in sorted(found, key=lambda p: (p != main, p)):
+            now = _identity(path)
+            if now is None:
+                continue
+            old = self.before.get(path)
+            # The same file (device, inode) not shorter than before: only its tail is ours.
+            offset = old[2] if old is not None and old[:2] == now[:2] and now[2] >= old[2] else 0
+            if now[2] > offset:
+                out.append((path, offset))
+        return out
+
+
+def _identity(path):
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino, st.st_size)
+
+
+# --------------------------------------------------------------- reading
+
+def load_tail(path, offset):
+    """The runs in `path` from byte `offset` on, parsed by the one profile parser."""
+    from . import profile as profile_mod
+
+    if offset == 0:
+        return profile_mod.load(path).runs
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read()
+    # The parser reads paths: hand it the new part as an anonymous in-memory file.
+    fd = os.memfd_create("coz-run-summary", os.MFD_CLOEXEC)
+    try:
+        _write_all(fd, data)
+        try:
+            return profile_mod.load(f"/proc/self/fd/{fd}").runs
+        except CozError as e:
+            raise CozError(str(e).replace(f"/proc/self/fd/{fd}", path), hint=e.hint) from None
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+# ------------------------------------------------------------- counting
+
+def lines_with_enough_data(runs):
+    """Distinct lines that get a causal curve for at least one progress point,
+    by the analysis' rule: usable experiments (positive duration; not cut short
+    by the program's end, unless the run is end-to-end), a 0% baseline whose
+    progress advanced, and enough distinct speedups with progress (MIN_POINTS,
+    or FIXED_SPEEDUP_MIN_POINTS when every experiment comes from --fixed-speedup
+    runs). Mirrors analysis.analyze without numpy; a test compares the two."""
+    from .profile import LATENCY
+
+    kinds = {}
+    groups = {}  # (line, point) -> {speedup: [experiment]}
+    for run in runs:
+        e2e = run.end_to_end
+        for e in run.experiments:
+            if e.duration_ns <= 0 or (e.partial and not e2e):
+                continue
+            for p in e.progress:
+                kinds.setdefault(p.name, p.kind)
+                groups.setdefault((e.selected, p.name), {}).setdefault(e.speedup, []).append(e)
+    lines = set()
+    for (line, point), by_speedup in groups.items():
+        if line in lines or 0.0 not in by_speedup:
+            continue
+        latency = kinds[point] == LATENCY
+        sums = {s: _sums(exps, point) for s, exps in by_speedup.items()}
+        if latency and any(q_negative for *_, q_negative in sums.values()):
+            continue  # no in-flight count
+        with_progress = [s for s, sm in sums.items() if _has_period(sm, latency)]
+        if 0.0 not in with_progress:
+            continue
+        fixed = all(e.run is not None and e.run.fixed_speedup is not None
+                    for exps in by_speedup.values() for e in exps)
+        needed = min(MIN_POINTS, FIXED_SPEEDUP_MIN_POINTS) if fixed else MIN_POINTS
+        if len(with_progress) >= needed:
+            lines.add(line)
+    return len(lines)
+
+
+def _sums(exps, point):
+    """(duration, count, arrivals+departures, in-flight x duration, any missing in-flight)
+    summed over the experiments, each measured by its first entry for `point`."""
+    d = k = a = q = 0
+    missing = False
+    for e in exps:
+        for p in e.progress:
+            if p.name == point:
+                d += e.duration_ns
+                k += p.delta
+                a += p.arrivals + p.departures
+                if p.difference is None or p.difference < 0:
+                    missing = True  # the analysis' -1 marker, or a negative product
+                else:
+                    q += p.difference * e.duration_ns
+                break
+    return d, k, a, q, missing
+
+
+def _has_period(sums, latency):
+    d, k, a, q, _ = sums
+    if latency:
+        return a > 0 and q > 0 and d > 0
+    return k > 0 and d > 0
+
+
+def summarize(runs):
+    """The figures of the summary line for these runs."""
+    samples = lost = dropped = 0
+    for r in runs:
+        sd = r.shutdown or {}
+        n = sd.get("samples")
+        samples += n if isinstance(n, int) else sum(r.samples.values()) + r.out_of_scope
+        lost += sd.get("lost_records") if isinstance(sd.get("lost_records"), int) else 0
+        dropped += sd.get("dropped_samples") if isinstance(sd.get("dropped_samples"), int) else 0
+    return {"processes": len(runs),
+            "experiments": sum(len(r.experiments) for r in runs),
+            "lines": lines_with_enough_data(runs),
+            "samples": samples, "lost_records": lost, "dropped_samples": dropped}
+
+
+def _n(count, word, plural=None):
+    return f"{count} {word if count == 1 else (plural or word + 's')}"
+
+
+def warning_lines(runs):
+    """'coz: warning: ...' lines: each distinct runtime warning once, with the
+    number of processes (runs) it came from when more than one; at most
+    MAX_WARNINGS_PER_CODE distinct messages of one code, then how many more."""
+    seen = {}  # message -> [code, processes]
+    for r in runs:
+        done = set()  # a process counts once per message
+        for code, message in r.warnings:
+            if message in done:
+                continue
+            done.add(message)
+            entry = seen.setdefault(message, [code, 0])
+            entry[1] += 1
+    shown, more = [], {}
+    per_code = {}
+    for message, (code, count) in seen.items():
+        per_code[code] = per_code.get(code, 0) + 1
+        if per_code[code] > MAX_WARNINGS_PER_CODE:
+            more[code] = more.get(code, 0) + 1
+            continue
+        shown.append(f"coz: warning: {message}" + (f" (in {count} processes)" if count > 1 else ""))
+    for code, count in more.items():
+        shown.append(f"coz: warning: {_n(count, 'more warning')} of the same kind ({code}); "
+                     "'coz report' lists them all")
+    return shown
+
+
+def summary_line(figures, files, outputs):
+    parts = [_n(figures["experiments"], "experiment"),
+             f"{_n(figures['lines'], 'line')} with enough data",
+             _n(figures["samples"], "sample"),
+             _n(figures["lost_records"], "lost record")]
+    if figures["dropped_samples"]:
+        parts.append(_n(figures["dropped_samples"], "dropped sample"))
+    if len(files) == 1:
+        where = f"profile: {files[0]}"
+    else:
+        where = f"profiles: {files[0]} and {len(files) - 1} more ({outputs.child_pattern})"
+    return PREFIX + ", ".join(parts) + "; " + where
+
+
+def report(outputs, root_pid):
+    """The lines `coz run` prints after the program: warnings, then one summary
+    line (or one line saying why there is none). Never raises."""
+    try:
+        written = outputs.written(root_pid)
+        if not written:
+            return [PREFIX + f"no profile was written to {outputs.main_path(root_pid)} "
+                             "(the program ended before the profiler started, or never loaded it)"]
+        runs = []
+        for path, offset in written:
+            runs.extend(load_tail(path, offset))
+    except CozError as e:
+        return [PREFIX + f"cannot read the profile this run wrote: {e}"]
+    except OSError as e:
+        return [PREFIX + f"cannot read the profile this run wrote: {e.filename}: {e.strerror}"]
+    return warning_lines(runs) + [summary_line(summarize(runs), [p for p, _ in written], outputs)]
+
+
+def print_report(outputs, root_pid, file=None):
+    """Print `report` to standard error. Nothing here may change the exit status
+    of `coz run`: an unexpected failure costs the summary, one line says so."""
+    file = sys.stderr if file is None else file
+    try:
+        lines = report(outputs, root_pid)
+    except Exception as e:  # noqa: BLE001 - a bug must not take the program's status
+        lines = [PREFIX + f"cannot summarize this run ({type(e).__name__}: {e})"]
+    try:
+        for line in lines:
+            print(line, file=file)
+        file.flush()
+    except (OSError, ValueError):
+        pass  # standard error is closed or a broken pipe: nothing to tell

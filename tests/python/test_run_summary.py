@@ -1,0 +1,341 @@
+"""What `coz run` prints when the program ends: each runtime warning once, and
+one summary line of what this invocation wrote (issue 10, point 3)."""
+
+import glob
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, REPO, UPSTREAM_PROFILES
+from cozprof import analysis, profile, run_summary
+
+PYTHON_PATH = os.path.join(REPO, "python")
+
+
+# -- lines with enough data: the analysis' rule, without numpy ----------------------------
+
+def analysed_lines(runs_or_profile):
+    prof = runs_or_profile
+    if not isinstance(prof, profile.Profile):
+        prof = profile.Profile([])
+        prof.runs = list(runs_or_profile)
+    return len({ln["line"] for ln in analysis.analyze(prof, bootstrap=10)["lines"]})
+
+
+def test_constants_are_the_analysis_ones():
+    assert run_summary.MIN_POINTS == analysis.DEFAULT_MIN_POINTS
+    assert run_summary.FIXED_SPEEDUP_MIN_POINTS == analysis.FIXED_SPEEDUP_MIN_POINTS
+
+
+def _profiles():
+    paths = sorted(glob.glob(os.path.join(FIXTURES, "*.coz")))
+    paths += sorted(glob.glob(os.path.join(UPSTREAM_PROFILES, "*.coz")))
+    return paths
+
+
+@pytest.mark.parametrize("path", _profiles(), ids=os.path.basename)
+def test_lines_with_enough_data_match_the_analysis_on_every_fixture(path):
+    prof = profile.load(path)
+    assert run_summary.lines_with_enough_data(prof.runs) == analysed_lines(prof)
+
+
+def random_runs(rng):
+    """Runs in every mode, with the cases the rule turns on: no baseline, no progress at
+    some speedups, partial experiments, latency points with and without in-flight counts."""
+    runs = []
+    for index in range(rng.randint(1, 3)):
+        mode = rng.choice(["causal", "fixed-line", "end-to-end"])
+        fixed = rng.choice([None, None, 0.25, 0.0])
+        run = profile.Run("r.coz", index, "json", {"mode": mode, "fixed_speedup": fixed})
+        for _ in range(rng.randint(0, 25)):
+            speedup = fixed if fixed is not None and rng.random() < 0.9 else rng.choice([0.0, 0.0, 0.1, 0.5, 0.75, 1.0])
+            progress = []
+            if rng.random() < 0.9:
+                progress.append(profile.Progress("tp", profile.THROUGHPUT, delta=rng.choice([0, 0, 5, 40])))
+            if rng.random() < 0.5:
+                progress.append(profile.Progress(
+                    "lat", profile.LATENCY, arrivals=rng.choice([0, 3, 9]), departures=rng.choice([0, 3]),
+                    difference=rng.choice([None, 0, 1, 2, 2, -1])))
+            run.experiments.append(profile.Experiment(
+                rng.choice(["/a.c:1", "/a.c:2", "/b.c:7"]), speedup, rng.choice([0, 10**8, 3 * 10**8]),
+                partial=rng.random() < 0.1, progress=progress, run=run, selected_samples=rng.randint(0, 9)))
+        runs.append(run)
+    return runs
+
+
+def test_lines_with_enough_data_match_the_analysis_on_random_profiles():
+    rng = random.Random(20240610)
+    counts = []
+    for _ in range(300):
+        runs = random_runs(rng)
+        want = analysed_lines(runs)
+        assert run_summary.lines_with_enough_data(runs) == want
+        counts.append(want)
+    assert {0, 1, 2, 3} <= set(counts)  # the cases cover no line, some lines and all lines
+
+
+# -- which files, and which part of them -------------------------------------------------
+
+def append(path, text):
+    with open(path, "a") as f:
+        f.write(text)
+
+
+def test_child_names_are_the_runtimes():
+    assert run_summary.child_name("/d/profile.coz", 42) == "/d/profile.42.coz"
+    assert run_summary.child_name("/d/profile", 42) == "/d/profile.42"
+    assert run_summary.child_name("/d.x/profile", 42) == "/d.x/profile.42"
+    assert run_summary.child_name("/d/run-%p.coz", 42) == "/d/run-42.coz"
+    assert run_summary.expand_pid("/d/%p/p-%p.coz", 7) == "/d/7/p-7.coz"
+
+
+def test_only_what_grew_during_the_run_is_read(tmp_path):
+    main = tmp_path / "p.coz"
+    main.write_text("old main\n")
+    (tmp_path / "p.11.coz").write_text("old child, untouched\n")
+    (tmp_path / "p.12.coz").write_text("old child, appended\n")
+    (tmp_path / "p.old.coz").write_text("not a child's name\n")
+    (tmp_path / "q.13.coz").write_text("another output\n")
+    outputs = run_summary.Outputs(str(main), follow_children=True)
+    append(main, "new main\n")
+    append(tmp_path / "p.12.coz", "new child\n")
+    (tmp_path / "p.14.coz").write_text("new child file\n")
+    append(tmp_path / "p.old.coz", "grew, but not a profile of this run\n")
+    assert outputs.written(root_pid=10) == [
+        (str(main), len("old main\n")), (str(tmp_path / "p.12.coz"), len("old child, appended\n")),
+        (str(tmp_path / "p.14.coz"), 0)]
+    # Without --follow-children the children's files are not this run's.
+    outputs = run_summary.Outputs(str(main), follow_children=False)
+    (tmp_path / "p.15.coz").write_text("x\n")
+    append(main, "more\n")
+    assert [p for p, _ in outputs.written(root_pid=10)] == [str(main)]
+
+
+def test_a_replaced_file_is_read_whole(tmp_path):
+    main = tmp_path / "p.coz"
+    main.write_text("an old profile, longer than the new one\n")
+    outputs = run_summary.Outputs(str(main), follow_children=False)
+    main.unlink()
+    main.write_text("new\n")
+    assert outputs.written(root_pid=1) == [(str(main), 0)]
+
+
+def test_percent_p_files_are_found_by_pid(tmp_path):
+    pattern = str(tmp_path / "run-%p.coz")
+    (tmp_path / "run-5.coz").write_text("earlier run\n")
+    outputs = run_summary.Outputs(pattern, follow_children=True)
+    for pid in (20, 3):
+        (tmp_path / f"run-{pid}.coz").write_text("x\n")
+    (tmp_path / "run-x.coz").write_text("x\n")
+    assert [p for p, _ in outputs.written(root_pid=20)] == [str(tmp_path / "run-20.coz"),
+                                                            str(tmp_path / "run-3.coz")]
+    assert outputs.child_pattern == str(tmp_path / "run-<pid>.coz")
+
+
+# -- warnings and the line -------------------------------------------------------------------
+
+def run_with(warnings, experiments=0, shutdown=None):
+    r = profile.Run("x.coz", 0, "json", {"mode": "causal"})
+    r.warnings = list(warnings)
+    r.shutdown = shutdown
+    r.experiments = [profile.Experiment("/a.c:1", 0.0, 10) for _ in range(experiments)]
+    return r
+
+
+def test_each_warning_once_with_the_number_of_processes():
+    nodebug = [("no-debug-info", f"/usr/bin/tool{i} has no debug information") for i in range(8)]
+    noprog = ("no-progress-point", "no progress point was reached")
+    runs = [run_with([nodebug[i % 8], noprog, noprog]) for i in range(30)] + [run_with([])]
+    lines = run_summary.warning_lines(runs)
+    assert lines[:2] == ["coz: warning: /usr/bin/tool0 has no debug information (in 4 processes)",
+                         "coz: warning: no progress point was reached (in 30 processes)"]
+    assert len([ln for ln in lines if "has no debug information" in ln]) == run_summary.MAX_WARNINGS_PER_CODE
+    assert lines[-1] == ("coz: warning: 3 more warnings of the same kind (no-debug-info); "
+                         "'coz report' lists them all")
+    assert len(lines) == run_summary.MAX_WARNINGS_PER_CODE + 2
+    assert run_summary.warning_lines([run_with([noprog])]) == ["coz: warning: no progress point was reached"]
+
+
+def test_summary_line_figures_and_plurals(tmp_path):
+    outputs = run_summary.Outputs(str(tmp_path / "p.coz"), follow_children=True)
+    runs = [run_with([], 2, {"samples": 700, "lost_records": 1, "dropped_samples": 0}),
+            run_with([], 1, None)]  # ended abruptly: its samples come from the samples records
+    runs[1].samples = {"/a.c:1": 30}
+    runs[1].out_of_scope = 4
+    figures = run_summary.summarize(runs)
+    assert figures == {"processes": 2, "experiments": 3, "lines": 0, "samples": 734,
+                       "lost_records": 1, "dropped_samples": 0}
+    line = run_summary.summary_line(figures, [str(tmp_path / "p.coz")], outputs)
+    assert line == f"coz: note: 3 experiments, 0 lines with enough data, 734 samples, 1 lost record; profile: {tmp_path}/p.coz"
+    figures.update(experiments=1, lines=1, samples=1, dropped_samples=2)
+    line = run_summary.summary_line(figures, [str(tmp_path / "p.coz"), str(tmp_path / "p.9.coz")], outputs)
+    assert line == ("coz: note: 1 experiment, 1 line with enough data, 1 sample, 1 lost record, 2 dropped samples; "
+                    f"profiles: {tmp_path}/p.coz and 1 more ({tmp_path}/p.<pid>.coz)")
+
+
+def test_missing_and_unreadable_profiles_are_one_line(tmp_path):
+    main = tmp_path / "p.coz"
+    outputs = run_summary.Outputs(str(main), follow_children=False)
+    assert run_summary.report(outputs, 1) == [
+        f"coz: note: no profile was written to {main} (the program ended before the profiler started, "
+        "or never loaded it)"]
+    main.write_text('{"type":"startup","version":1}\nnot a record\n{"type":"runtime","time_ns":1}\n')
+    (line,) = run_summary.report(outputs, 1)
+    assert line.startswith(f"coz: note: cannot read the profile this run wrote: {main}:2: malformed record")
+    # The error names the file, also when only its tail was read.
+    main.write_text('{"type":"startup","version":1}\n')
+    outputs = run_summary.Outputs(str(main), follow_children=False)
+    append(main, '{"type":"startup","version":1}\n{"type":"experiment"}\n')
+    (line,) = run_summary.report(outputs, 1)
+    assert line.startswith(f"coz: note: cannot read the profile this run wrote: {main}:2: malformed record")
+
+
+# -- coz run end to end, with a stand-in runtime ----------------------------------------------
+
+# The stand-in runtime: a Python program that writes what libcoz.so would (with
+# COZ_WARN_STDERR=0: warnings only as records), in the root process and, with
+# --follow-children, in children named as the runtime names them.
+FAKE = r'''
+import json, os, subprocess, sys
+
+def write(path, records):
+    with open(path, "a") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+
+def process(pid, line, speedups, warnings, samples, lost):
+    recs = [{"type": "startup", "version": 1, "pid": pid, "mode": "causal"}]
+    for s in speedups:
+        recs.append({"type": "experiment", "selected": line, "speedup": s, "duration_ns": 10**8,
+                     "wall_ns": 10**8, "delay_ns": 0, "selected_samples": 3, "partial": False,
+                     "progress": [{"name": "p", "kind": "throughput", "delta": 10 + int(10 * s)}]})
+    recs += [{"type": "warning", "code": c, "message": m} for c, m in warnings]
+    recs.append({"type": "shutdown", "reason": "exit", "samples": samples, "lost_records": lost,
+                 "dropped_samples": 0, "experiments": len(speedups)})
+    return recs
+
+out = os.environ["COZ_OUTPUT"]
+assert os.environ.get("COZ_WARN_STDERR") == "0", "the launcher must ask for warnings in the profile only"
+role = sys.argv[1]
+noprog = ("no-progress-point", "no progress point was reached")
+if role == "root":
+    write(out.replace("%p", str(os.getpid())),
+          process(os.getpid(), "/src/a.c:1", [0.0, 0.0, 0.5, 1.0], [("no-debug-info", "/bin/sh has no debug information")], 100, 2))
+    for i in range(int(sys.argv[2])):
+        subprocess.run([sys.executable, __file__, "child", str(i)], check=True)
+    sys.exit(int(sys.argv[3]))
+else:
+    i = int(sys.argv[2])
+    pid = os.getpid()
+    name = out.replace("%p", str(pid)) if "%p" in out else out[:-len(".coz")] + f".{pid}.coz"
+    write(name, process(pid, f"/src/c{i}.c:5", [0.0, 0.25] if i % 2 else [0.0], [noprog, ("no-debug-info", "/usr/bin/cc has no debug information")], 10, 0))
+'''
+
+
+@pytest.fixture(scope="module")
+def stub_library(tmp_path_factory):
+    d = tmp_path_factory.mktemp("stub")
+    (d / "stub.c").write_text("void coz_stub_loaded(void) {}\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(d / "libstub.so"), str(d / "stub.c")], check=True)
+    return str(d / "libstub.so")
+
+
+def coz_run(tmp_path, stub_library, options, fake_args):
+    (tmp_path / "fake_runtime.py").write_text(FAKE)
+    env = dict(os.environ, COZ_LIBRARY=stub_library, PYTHONPATH=PYTHON_PATH)
+    return subprocess.run([sys.executable, "-m", "cozprof", "run", *options, "---", sys.executable,
+                           str(tmp_path / "fake_runtime.py"), *fake_args],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+
+
+def records(paths):
+    out = []
+    for p in paths:
+        with open(p) as f:
+            out += [json.loads(line) for line in f if line.strip()]
+    return out
+
+
+def test_follow_children_says_each_warning_once_then_one_summary(tmp_path, stub_library):
+    # An earlier run in the same file must not count.
+    earlier = [{"type": "startup", "version": 1, "pid": 1, "mode": "causal"},
+               {"type": "experiment", "selected": "/old.c:1", "speedup": 0.0, "duration_ns": 5, "progress": []},
+               {"type": "warning", "code": "old", "message": "an old warning"},
+               {"type": "shutdown", "samples": 99999, "lost_records": 77}]
+    (tmp_path / "profile.coz").write_text("".join(json.dumps(r) + "\n" for r in earlier))
+    r = coz_run(tmp_path, stub_library, ["--follow-children"], ["root", "4", "7"])
+    assert r.returncode == 7, r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[:3] == ["coz: warning: /bin/sh has no debug information",
+                         "coz: warning: no progress point was reached (in 4 processes)",
+                         "coz: warning: /usr/bin/cc has no debug information (in 4 processes)"]
+    children = sorted(glob.glob(str(tmp_path / "profile.*.coz")))
+    assert len(children) == 4
+    # The figures, from the records this run wrote (the main file's earlier run left out).
+    recs = records(children) + records([tmp_path / "profile.coz"])[len(earlier):]
+    experiments = sum(1 for x in recs if x["type"] == "experiment")
+    samples = sum(x["samples"] for x in recs if x["type"] == "shutdown")
+    lost = sum(x["lost_records"] for x in recs if x["type"] == "shutdown")
+    ours = profile.load([str(tmp_path / "profile.coz"), *children])
+    ours.runs = ours.runs[1:]
+    assert (experiments, samples, lost) == (10, 140, 2)
+    assert lines[3:] == [f"coz: note: {experiments} experiments, {analysed_lines(ours)} line with enough data, "
+                         f"{samples} samples, {lost} lost records; profiles: {tmp_path}/profile.coz and 4 more "
+                         f"({tmp_path}/profile.<pid>.coz)"]
+
+
+def test_summary_with_percent_p_and_without_children(tmp_path, stub_library):
+    r = coz_run(tmp_path, stub_library, ["-o", "run-%p.coz"], ["root", "0", "0"])
+    assert r.returncode == 0, r.stderr
+    (path,) = glob.glob(str(tmp_path / "run-*.coz"))
+    assert analysed_lines(profile.load(path)) == 1  # speedups 0, 0.5 and 1
+    assert r.stderr.splitlines() == [
+        "coz: warning: /bin/sh has no debug information",
+        f"coz: note: 4 experiments, 1 line with enough data, 100 samples, 2 lost records; profile: {path}"]
+
+
+def test_no_profile_is_one_line_and_the_status_is_the_programs(tmp_path, stub_library):
+    env = dict(os.environ, COZ_LIBRARY=stub_library, PYTHONPATH=PYTHON_PATH)
+    r = subprocess.run([sys.executable, "-m", "cozprof", "run", "---", "sh", "-c", "echo err >&2; exit 9"],
+                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 9
+    assert r.stderr.splitlines() == [
+        "err", f"coz: note: no profile was written to {tmp_path}/profile.coz (the program ended before the "
+               "profiler started, or never loaded it)"]
+
+
+def test_the_summary_comes_before_the_launcher_dies_by_the_programs_signal(tmp_path, stub_library):
+    (tmp_path / "fake_runtime.py").write_text(FAKE)
+    env = dict(os.environ, COZ_LIBRARY=stub_library, PYTHONPATH=PYTHON_PATH)
+    script = f"{sys.executable} fake_runtime.py root 0 0; kill -TERM $$"
+    r = subprocess.run([sys.executable, "-m", "cozprof", "run", "---", "sh", "-c", script],
+                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == -15
+    assert r.stderr.splitlines()[-1].startswith("coz: note: 4 experiments, ")
+
+
+def test_coz_run_imports_neither_numpy_nor_matplotlib(tmp_path, stub_library):
+    (tmp_path / "fake_runtime.py").write_text(FAKE)
+    code = ("import sys\nfrom cozprof import cli\n"
+            f"rc = cli.main(['run', '---', sys.executable, 'fake_runtime.py', 'root', '1', '0'])\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'matplotlib'))\n"
+            "print('heavy', heavy, 'rc', rc)\n")
+    env = dict(os.environ, COZ_LIBRARY=stub_library, PYTHONPATH=PYTHON_PATH)
+    r = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+                       timeout=60)
+    assert r.stdout.splitlines()[-1] == "heavy [] rc 0", r.stderr
+    assert "coz: note: 4 experiments" in r.stderr  # the child is not followed
+
+
+def test_legacy_format_keeps_the_runtimes_own_warnings():
+    from cozprof import cli, launcher
+
+    json_env = launcher.build_env(cli.parse_args(["run", "---", "x"]), "/l.so", base_env={}, launcher_pid=1)
+    legacy_env = launcher.build_env(cli.parse_args(["run", "--format", "legacy", "---", "x"]), "/l.so",
+                                    base_env={"COZ_WARN_STDERR": "0"}, launcher_pid=1)
+    assert json_env["COZ_WARN_STDERR"] == "0"
+    assert "COZ_WARN_STDERR" not in legacy_env  # upstream's format has no warning record
