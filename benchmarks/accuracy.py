@@ -19,7 +19,11 @@ For each case (a benchmark and one key line):
      its experiments last about 0.5 s, so 2x gave it ~9 experiments), its
      legacy profile read by the same parser and analysis.
 Prints predicted against measured, the error in percentage points, and as
-its last line a JSON summary: {"summary": "accuracy", ...}.
+its last line a JSON summary: {"summary": "accuracy", ...}. A profiler run
+that fails, or a case left without a prediction (blind spots excepted), is
+listed in the summary's "failures" (for upstream COZ, only a failed run:
+a short run may leave it without a curve); with --short (the smoke test)
+any such failure makes the exit status 1.
 
 Cases marked `contention` (a spin line) must predict a NEGATIVE speedup
 while the real one is about 0; cases marked `blind` (a sleeping line) show a
@@ -77,6 +81,12 @@ WORK = {"two_threads": ("rounds", 300, 15), "serial_chain": ("iters", 1000, 50),
         "prodcons": ("items", 8000, 400), "pipeline": ("items", 6000, 300),
         "spin_barrier": ("rounds", 1500, 100), "hash_table": ("lookups", 6000000, 200000),
         "latency": ("requests", 4000, 150), "io_sleep": ("iters", 1500, 150)}
+
+
+# With --short, our profiled run does this many times the short run's work: a
+# short run alone (0.1-0.3 s) holds too few experiments for a curve, and the
+# smoke test requires our prediction on every case.
+SHORT_WORK_OURS = 10
 
 
 def scaled(name, default):
@@ -216,7 +226,8 @@ def pct(v):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--short", action="store_true",
-                    help="smoke mode: short programs, one amount (50%%), one run each")
+                    help="smoke mode: short programs, one amount (50%%), one run each; "
+                         "a failed profiler run or a missing prediction of ours is an error")
     ap.add_argument("--only", action="append", metavar="NAME",
                     help="run cases whose name starts with NAME (repeatable)")
     g = ap.add_mutually_exclusive_group()
@@ -233,7 +244,8 @@ def main(argv=None):
                     help="our --experiment-length (default 100ms; 20ms with --short)")
     ap.add_argument("--work-ours", type=float, default=None,
                     help="work of our profiled run, in multiples of the normal run "
-                         "(default 2; 1 with --short)")
+                         "(default 2; with --short 10 times the short run, enough "
+                         "experiments for a curve every time)")
     ap.add_argument("--work-upstream", type=float, default=None,
                     help="work of upstream's profiled run (default 8: its experiments "
                          "are longer; 1 with --short)")
@@ -242,7 +254,7 @@ def main(argv=None):
                          "directory, removed at the end)")
     args = ap.parse_args(argv)
     exp_len = args.experiment_length or ("20ms" if args.short else "100ms")
-    work_ours = args.work_ours or (1 if args.short else 2)
+    work_ours = args.work_ours or (SHORT_WORK_OURS if args.short else 2)
     work_up = args.work_upstream or (1 if args.short else 8)
 
     build_dirs = args.build or benchlib.default_build_dirs()
@@ -269,6 +281,7 @@ def main(argv=None):
     baselines = {}
     rows = []
     errors = []
+    failures = []  # a profiler run that failed, or a prediction missing (blind spots excepted)
     print(f"# machine: {benchlib.machine_description()}; load average at start "
           f"{benchlib.load_average()}")
     print(f"# real: median of {reps} plain run(s); predicted: one profiled run per profiler, "
@@ -306,8 +319,18 @@ def main(argv=None):
                         results[who], found, exps[who] = predictions(case, runner, line, amounts,
                                                                      workdir, who)
                         notes += [f"{who}: " + n for n in found]
+                        missing = [x for x in amounts if results[who].get(x) is None]
+                        # Upstream may legitimately give no curve for a short run;
+                        # ours must, except on a blind spot.
+                        if missing and who == "ours" and case.expect != "blind":
+                            failures.append({"case": case.name, "profiler": who,
+                                             "error": "no prediction at " + ",".join(
+                                                 f"{int(round(x * 100))}%" for x in missing)
+                                             + ": " + "; ".join(found)})
                     except BenchError as e:
                         notes.append(f"{who} failed: " + str(e).splitlines()[0])
+                        failures.append({"case": case.name, "profiler": who,
+                                         "error": str(e).splitlines()[0]})
                 ours, up = results["ours"], results["upstream"]
             except BenchError as e:
                 errors.append(f"{case.name}: {e}")
@@ -364,7 +387,7 @@ def main(argv=None):
         "upstream": overall("upstream") if use_upstream else None,
         "contention_ours": contention("ours") if use_ours else None,
         "contention_upstream": contention("upstream") if use_upstream else None,
-        "skipped": skipped, "errors": errors, "rows": rows,
+        "skipped": skipped, "errors": errors, "failures": failures, "rows": rows,
     }
     for who in ("ours", "upstream"):
         for ref in ("real", "known"):
@@ -375,8 +398,11 @@ def main(argv=None):
         c = summary[f"contention_{who}"]
         if c and c["points"]:
             print(f"# {who}: spin line predicted negative in {c['negative']} of {c['points']} points")
+    for f in failures:
+        print(f"# failure: {f['case']}: {f['profiler']}: {f['error']}")
     print(json.dumps(summary))
-    return 1 if errors else 0
+    # A smoke run must show every profiler working: there a failure is an error.
+    return 1 if errors or (args.short and failures) else 0
 
 
 if __name__ == "__main__":

@@ -146,18 +146,39 @@ def profilers(build_dirs, use_ours, use_upstream, script):
     return libcoz, use_ours, use_upstream, skipped
 
 
+def check_profile(output, what, complete=True):
+    """A profiled run succeeded only if it left a profile the project's parser
+    reads, with at least one run in it; `complete`: and a shutdown record
+    (upstream COZ writes none when a short program ends)."""
+    from cozprof import profile
+    from cozprof.errors import CozError
+
+    try:
+        prof = profile.load([output])
+    except CozError as e:
+        raise BenchError(f"{what}: its profile is unreadable: {e}") from None
+    if not prof.runs:
+        raise BenchError(f"{what}: its profile {output} holds no run")
+    if complete and prof.shutdown_stats()["abrupt_runs"]:
+        raise BenchError(f"{what}: its profile {output} has no shutdown record (the run ended abruptly)")
+
+
 def run_ours(cmd, libcoz, output, fixed_line=None, fixed_speedup=None, extra=()):
     """Run `cmd` under `python3 -m cozprof run`; the profile goes to `output`."""
     opts = _profile_options(output, fixed_line, fixed_speedup)
     full = [sys.executable, "-m", "cozprof", "run", *opts, *extra, "---", *cmd]
-    return _run(full, ours_env(libcoz), "our coz run", cwd=os.path.dirname(output))
+    res = _run(full, ours_env(libcoz), "our coz run", cwd=os.path.dirname(output))
+    check_profile(output, "our coz run")
+    return res
 
 
 def run_upstream(cmd, output, fixed_line=None, fixed_speedup=None, extra=()):
     """Run `cmd` under upstream COZ (/usr/bin/coz); the profile goes to `output`."""
     opts = _profile_options(output, fixed_line, fixed_speedup)
     full = [UPSTREAM_COZ, "run", *opts, *extra, "---", *cmd]
-    return _run(full, None, "upstream coz run", cwd=os.path.dirname(output))
+    res = _run(full, None, "upstream coz run", cwd=os.path.dirname(output))
+    check_profile(output, "upstream coz run", complete=False)
+    return res
 
 
 def upstream_available():

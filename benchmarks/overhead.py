@@ -12,7 +12,9 @@
    whose main() prints the time it was entered and returns. Prints time to
    main and total wall time plain, under ours and under upstream.
 
-The last line is a JSON summary: {"summary": "overhead", ...}.
+The last line is a JSON summary: {"summary": "overhead", ...}. Every run
+that failed (any mode, start-up included) is listed in its "failures"; with
+--short (the smoke test) any failure makes the exit status 1.
 
 Usage: overhead.py [--short] [--only NAME] [--ours-only | --upstream-only]
                    [--build DIR] [--reps N] [--startup-lines N] [--no-startup]
@@ -52,17 +54,19 @@ def slowdowns(programs, build_dirs, libcoz, use_ours, use_upstream, reps, short,
             up = benchlib.find_program(build_dirs, prog + "_upstream")
             modes["upstream_causal"] = lambda: benchlib.run_upstream([up, *args], out)
         times = {m: [] for m in modes}
-        notes = []
+        notes, failures = [], []
         for _ in range(reps):
             for m, fn in modes.items():  # interleaved, so load changes hit every mode alike
                 try:
                     times[m].append(fn()["wall_s"])
                 except BenchError as e:
                     notes.append(f"{m} failed: {str(e).splitlines()[0]}")
+                    failures.append({"program": prog, "mode": m, "error": str(e).splitlines()[0]})
         med = {m: benchlib.median(t) for m, t in times.items()}
         base = med["plain"]
         ratio = {m: (v / base if v is not None and base else None) for m, v in med.items()}
-        rows.append({"program": prog, "wall_s": med, "ratio": ratio, "notes": sorted(set(notes))})
+        rows.append({"program": prog, "wall_s": med, "ratio": ratio, "notes": sorted(set(notes)),
+                     "failures": failures})
     return rows
 
 
@@ -148,7 +152,7 @@ def startup(build_dirs, libcoz, use_ours, use_upstream, reps, lines, cache, work
         modes["upstream"] = lambda: benchlib.run_upstream([bins["upstream"]], out)
     to_main = {m: [] for m in modes}
     total = {m: [] for m in modes}
-    notes = []
+    notes, failures = [], []
     for _ in range(reps):
         for m, fn in modes.items():
             try:
@@ -158,11 +162,12 @@ def startup(build_dirs, libcoz, use_ours, use_upstream, reps, lines, cache, work
                 total[m].append(res["wall_s"])
             except BenchError as e:
                 notes.append(f"{m} failed: {str(e).splitlines()[0]}")
+                failures.append({"program": "bigdebug", "mode": m, "error": str(e).splitlines()[0]})
     return {"source_lines": total_lines, "debug_info_bytes": debug_size(bins["normal"]),
             "build_s": round(build_s, 1),
             "time_to_main_s": {m: benchlib.median(v) for m, v in to_main.items()},
             "total_s": {m: benchlib.median(v) for m, v in total.items()},
-            "notes": sorted(set(notes))}
+            "notes": sorted(set(notes)), "failures": failures}
 
 
 def debug_size(exe):
@@ -186,7 +191,8 @@ def fmt(v, spec):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--short", action="store_true",
-                    help="smoke mode: --short programs, one run each, a 20,000-line start-up program")
+                    help="smoke mode: --short programs, one run each, a 20,000-line start-up "
+                         "program; a failed run in any mode is an error")
     ap.add_argument("--only", action="append", metavar="NAME", help="only these programs")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--ours-only", action="store_true")
@@ -262,10 +268,14 @@ def main(argv=None):
                "geomean_ratio": {m: geomean(m) for m in
                                  ("ours_sampling", "ours_causal", "upstream_causal")},
                "programs": rows, "startup": start, "skipped": skipped, "errors": errors}
+    summary["failures"] = [f for r in rows for f in r["failures"]] + (start["failures"] if start else [])
     for e in errors:
         print("# error: " + e.splitlines()[0])
+    for f in summary["failures"]:
+        print(f"# failure: {f['program']}: {f['mode']}: {f['error']}")
     print(json.dumps(summary))
-    return 1 if errors else 0
+    # A smoke run must show every mode working: there a failed run is an error.
+    return 1 if errors or (args.short and summary["failures"]) else 0
 
 
 if __name__ == "__main__":

@@ -1,16 +1,18 @@
 """Smoke test of benchmarks/: every program runs in --short mode and prints its
-result line; accuracy.py and overhead.py run in --short mode and their last
-line is a JSON summary they can parse themselves.
+result line; accuracy.py and overhead.py run in --short mode, every profiler
+run they make must succeed and every prediction of ours must be there.
 
 No timing is asserted. The benchmarks are taken from $COZ_BUILD_DIR (or the
 usual build directories) when built there, else built standalone in a
-temporary directory with `cmake -S benchmarks`.
+temporary directory with `cmake -S benchmarks`. Our runtime must be built
+(the README's test command builds it): without it these tests fail, they do
+not skip. Only upstream COZ may be absent, and then its tests are reported
+as skipped, by name.
 """
 
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -24,7 +26,10 @@ import benchlib  # noqa: E402
 # program -> work units done in --short mode (the "work" field of its result)
 SHORT_WORK = {"two_threads": 15, "serial_chain": 50, "prodcons": 400, "pipeline": 300,
               "spin_barrier": 100, "hash_table": 200000, "latency": 150, "io_sleep": 150}
-UPSTREAM = os.path.exists(benchlib.UPSTREAM_COZ)
+UPSTREAM = benchlib.upstream_available()
+NO_UPSTREAM = f"upstream COZ ({benchlib.UPSTREAM_COZ}) is not installed"
+ACCURACY_CASES = ["two_threads.A", "latency.PARSE", "spin_barrier.SPIN"]
+OVERHEAD_PROGRAMS = ["serial_chain", "latency"]
 
 
 @pytest.fixture(scope="module")
@@ -37,12 +42,18 @@ def build_dir(tmp_path_factory):
             return d
         except benchlib.BenchError:
             continue
-    if not shutil.which("cmake"):
-        pytest.skip("cmake is not installed and no built benchmarks were found")
     d = str(tmp_path_factory.mktemp("bench-build"))
     subprocess.run(["cmake", "-S", BENCH, "-B", d], check=True, stdout=subprocess.DEVNULL)
     subprocess.run(["cmake", "--build", d, "-j2"], check=True, stdout=subprocess.DEVNULL)
     return d
+
+
+@pytest.fixture(scope="module")
+def libcoz(build_dir):
+    path = benchlib.find_libcoz([build_dir, *benchlib.default_build_dirs()])
+    assert path, ("libcoz.so is not built (looked in <build>/libcoz/ of $COZ_BUILD_DIR and the usual "
+                  "build directories): build the project first (scripts/bootstrap.sh build)")
+    return path
 
 
 @pytest.mark.parametrize("name", sorted(SHORT_WORK))
@@ -78,50 +89,100 @@ def test_key_lines_are_unique_and_marked():
         assert int(n) > 0
 
 
-def _summary(stdout, kind):
-    last = stdout.strip().splitlines()[-1]
-    summary = json.loads(last)
-    assert summary["summary"] == kind
-    return summary
+def _run_script(cmd, kind, libcoz):
+    """Runs a benchmark script; returns (exit status, its JSON summary, output for messages)."""
+    env = dict(os.environ, COZ_LIBRARY=libcoz)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    shown = p.stdout[-3000:] + p.stderr[-3000:]
+    lines = p.stdout.strip().splitlines()
+    assert lines, shown
+    summary = json.loads(lines[-1])
+    assert summary["summary"] == kind, shown
+    return p.returncode, summary, shown
 
 
 def _who_args():
     return [] if UPSTREAM else ["--ours-only"]
 
 
-def test_accuracy_short(build_dir):
-    if not UPSTREAM:
-        print(f"upstream part skipped: {benchlib.UPSTREAM_COZ} is absent")
+@pytest.fixture(scope="module")
+def accuracy_run(build_dir, libcoz):
+    """One run of accuracy.py --short for both profilers (ours only when upstream is absent)."""
     cmd = [sys.executable, os.path.join(BENCH, "accuracy.py"), "--short", "--build", build_dir,
-           "--only", "two_threads.A", "--only", "latency.PARSE", "--only", "spin_barrier.SPIN",
-           *_who_args()]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    s = _summary(p.stdout, "accuracy")
-    assert s["errors"] == []
-    assert {r["case"] for r in s["rows"]} == {"two_threads.A", "latency.PARSE", "spin_barrier.SPIN"}
-    for r in s["rows"]:
-        assert r["real"] is not None
-    if benchlib.find_libcoz([build_dir]) is None:
-        assert "libcoz.so" in s["skipped"]["ours"]
-    if UPSTREAM:
-        assert s["upstream"] is not None and "upstream" not in s["skipped"]
+           *[a for c in ACCURACY_CASES for a in ("--only", c)], *_who_args()]
+    return _run_script(cmd, "accuracy", libcoz)
 
 
-def test_overhead_short(build_dir, tmp_path):
-    if not UPSTREAM:
-        print(f"upstream part skipped: {benchlib.UPSTREAM_COZ} is absent")
+@pytest.fixture(scope="module")
+def overhead_run(build_dir, libcoz, tmp_path_factory):
     cmd = [sys.executable, os.path.join(BENCH, "overhead.py"), "--short", "--build", build_dir,
-           "--only", "serial_chain", "--only", "latency", "--startup-lines", "5000",
-           "--cache", str(tmp_path), *_who_args()]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    s = _summary(p.stdout, "overhead")
-    assert s["errors"] == []
-    assert [r["program"] for r in s["programs"]] == ["serial_chain", "latency"]
+           *[a for p in OVERHEAD_PROGRAMS for a in ("--only", p)], "--startup-lines", "5000",
+           "--cache", str(tmp_path_factory.mktemp("overhead-cache")), *_who_args()]
+    return _run_script(cmd, "overhead", libcoz)
+
+
+def _failures_of(summary, who):
+    key = "profiler" if summary["summary"] == "accuracy" else "mode"
+    return [f for f in summary["failures"] if f[key].startswith(who)]
+
+
+def test_accuracy_short_runs_and_measures(accuracy_run):
+    status, s, shown = accuracy_run
+    assert s["errors"] == [], shown
+    assert sorted(r["case"] for r in s["rows"]) == sorted(ACCURACY_CASES), shown
+    for r in s["rows"]:
+        assert r["real"] is not None, r
+    assert status == (1 if s["failures"] else 0), shown  # --short: a failed run is an error
+
+
+def test_accuracy_short_ours(accuracy_run):
+    status, s, shown = accuracy_run
+    assert "ours" not in s["skipped"], s["skipped"]
+    assert _failures_of(s, "ours") == [], shown
+    for r in s["rows"]:
+        assert r["ours"] is not None, (r["case"], r["notes"])
+        assert r["experiments"]["ours"] > 0, r
+
+
+def test_accuracy_short_upstream(accuracy_run):
+    if not UPSTREAM:
+        pytest.skip(NO_UPSTREAM)
+    status, s, shown = accuracy_run
+    assert "upstream" not in s["skipped"], s["skipped"]
+    # Every upstream run succeeded and left a readable profile. A short run
+    # may leave upstream without a curve (its experiments last about 0.5 s).
+    assert _failures_of(s, "upstream") == [], shown
+    assert all("upstream" in r["experiments"] for r in s["rows"]), s["rows"]
+
+
+def test_overhead_short_runs_and_measures(overhead_run):
+    status, s, shown = overhead_run
+    assert s["errors"] == [], shown
+    assert [r["program"] for r in s["programs"]] == OVERHEAD_PROGRAMS, shown
+    assert _failures_of(s, "plain") == [], shown
     for r in s["programs"]:
-        assert r["wall_s"]["plain"] > 0
-        if UPSTREAM:
-            assert r["wall_s"]["upstream_causal"] > 0
+        assert r["wall_s"]["plain"] > 0, r
     assert s["startup"]["source_lines"] >= 5000
     assert s["startup"]["time_to_main_s"]["plain"] >= 0
+    assert status == (1 if s["failures"] else 0), shown  # --short: a failed run is an error
+
+
+def test_overhead_short_ours(overhead_run):
+    status, s, shown = overhead_run
+    assert "ours" not in s["skipped"], s["skipped"]
+    assert _failures_of(s, "ours") == [], shown
+    for r in s["programs"]:
+        for mode in ("ours_sampling", "ours_causal"):
+            assert r["wall_s"][mode] > 0 and r["ratio"][mode] > 0, (mode, r)
+    assert s["startup"]["time_to_main_s"]["ours"] >= 0, s["startup"]
+
+
+def test_overhead_short_upstream(overhead_run):
+    if not UPSTREAM:
+        pytest.skip(NO_UPSTREAM)
+    status, s, shown = overhead_run
+    assert "upstream" not in s["skipped"], s["skipped"]
+    assert _failures_of(s, "upstream") == [], shown
+    for r in s["programs"]:
+        assert r["wall_s"]["upstream_causal"] > 0, r
+    assert s["startup"]["time_to_main_s"]["upstream"] >= 0, s["startup"]
