@@ -21,9 +21,14 @@ DRIFT_MIN_BASELINES = 6       # 0% experiments of a line in one run before drift
 DRIFT_NEIGHBOURS = 2          # 0% experiments nearest in time that give the local baseline
 
 
-def analyze_files(paths, **opts):
-    """Parse profile files and analyze them (what the viewer calls)."""
-    return analyze(profile_mod.load(paths), **opts)
+def analyze_files(paths, all_runs=False, **opts):
+    """Parse profile files and analyze them (what `coz report`, `coz plot` and the
+    viewer call). Unless `all_runs`, each file contributes only the runs of its
+    latest build (`profile.Profile.latest_builds`)."""
+    prof = profile_mod.load(paths)
+    if not all_runs:
+        prof = prof.latest_builds()
+    return analyze(prof, **opts)
 
 
 def analyze(profile, phase_correction=True, progress_point=None, min_points=DEFAULT_MIN_POINTS,
@@ -74,6 +79,8 @@ def analyze(profile, phase_correction=True, progress_point=None, min_points=DEFA
 
     stats = profile.shutdown_stats()
     warnings = list(profile.warnings) + profile.runtime_warnings()
+    if getattr(profile, "build_note", None):
+        warnings.insert(0, profile.build_note)
     if partial["negative"]:
         warnings.append(f"{partial['negative']} experiments without a positive effective "
                         "duration were left out (the delay inserted exceeded the wall time)")
@@ -101,6 +108,7 @@ def analyze(profile, phase_correction=True, progress_point=None, min_points=DEFA
             "lost_records": stats["lost_records"],
             "dropped_samples": stats["dropped_samples"],
             "runtime_ns": runtime_ns,
+            "runs_left_out": len(getattr(profile, "left_out", ())),
         },
         "warnings": warnings,
         "diagnosis": None if lines else _diagnosis(profile, usable, partial, points, omitted,

@@ -16,14 +16,25 @@ after each experiment; this project writes increments and puts the progress
 inside the experiment record. Both end up in the same `Run` shape.
 
 `load(paths)` merges every run of every file into one `Profile`.
+
+A record that cannot be read (a short write at a full disk, a foreign line)
+is skipped with a warning naming its file and line, and the rest is read;
+records of a type this version does not know (written by a newer one) are
+skipped with one warning per type. A file in which no record at all can be
+read is not a profile: that is an error.
 """
 
+import itertools
 import json
 import os
+import re
 
 from .errors import CozError
 
 FORMAT_VERSION = 1
+MAX_LINE_WARNINGS = 5      # malformed records listed one by one per file; the rest are counted
+
+_SEQ = itertools.count()   # reading order of experiments across a whole load
 
 # Progress entry kinds.
 THROUGHPUT = "throughput"
@@ -51,7 +62,7 @@ class Experiment:
     """One experiment: a line virtually sped up for a while, and what progressed."""
 
     __slots__ = ("selected", "speedup", "duration_ns", "wall_ns", "delay_ns",
-                 "selected_samples", "partial", "progress", "run")
+                 "selected_samples", "partial", "progress", "run", "seq")
 
     def __init__(self, selected, speedup, duration_ns, selected_samples=0, partial=False,
                  wall_ns=None, delay_ns=None, progress=None, run=None):
@@ -64,6 +75,7 @@ class Experiment:
         self.partial = partial
         self.progress = progress if progress is not None else []
         self.run = run
+        self.seq = next(_SEQ)  # experiments made later sort later (the timeline of drift)
 
     def __repr__(self):
         return (f"Experiment({self.selected!r}, speedup={self.speedup}, "
@@ -97,6 +109,15 @@ class Run:
     def end_to_end(self):
         return self.mode == "end-to-end"
 
+    @property
+    def build(self):
+        """(argv0, build_id) of the profiled program; each None when the startup
+        record lacks it (upstream's formats, older profiles, a lost startup)."""
+        argv0 = self.startup.get("argv0")
+        build_id = self.startup.get("build_id")
+        return (argv0 if isinstance(argv0, str) and argv0 else None,
+                build_id if isinstance(build_id, str) and build_id else None)
+
     def __repr__(self):
         return f"Run({self.path!r}#{self.index}, {self.dialect}, {len(self.experiments)} experiments)"
 
@@ -108,6 +129,8 @@ class Profile:
         self.paths = list(paths)
         self.runs = []
         self.warnings = []            # parser warnings: plain sentences
+        self.left_out = []            # runs of older builds that latest_builds() set aside
+        self.build_note = None        # the sentence that says so, or None
 
     @property
     def experiments(self):
@@ -140,6 +163,59 @@ class Profile:
                     stats[key] += v
         return stats
 
+    def latest_builds(self):
+        """This profile with, from each file, only the runs of its latest build.
+
+        A build is (argv0, build_id), or argv0 alone when either run lacks the
+        build-id. The latest builds of a file are those of its last process: its
+        last run, and the runs just before it with the same pid (the programs
+        that process ran with exec, written to the same file). Runs whose build
+        is unknown (upstream's formats, a lost startup record) are kept. Files
+        are taken one by one: naming several files merges them as asked (with
+        --follow-children each child process writes its own file). The result's
+        `left_out` lists the runs set aside and `build_note` says so in one
+        sentence."""
+        kept, left, parts = [], [], []
+        by_file = {}
+        for r in self.runs:
+            by_file.setdefault(r.path, []).append(r)
+        for path, runs in by_file.items():
+            known = [r for r in runs if r.build[0] is not None]
+            if not known:
+                kept.extend(runs)
+                continue
+            latest = [known[-1].build]
+            pid = known[-1].startup.get("pid")
+            for r in reversed(known[:-1]):
+                if pid is None or r.startup.get("pid") != pid:
+                    break
+                latest.append(r.build)
+            mine = []
+            for r in runs:
+                if r.build[0] is None or any(_same_build(r.build, b) for b in latest):
+                    kept.append(r)
+                else:
+                    mine.append(r)
+            if mine:
+                left.extend(mine)
+                builds = []
+                for r in mine:
+                    if r.build not in builds:
+                        builds.append(r.build)
+                shown = ", ".join(_describe_build(b) for b in builds[:2])
+                if len(builds) > 2:
+                    shown += f" and {len(builds) - 2} more"
+                parts.append(f"{path}: {len(mine)} of {len(runs)} runs ({shown})")
+        out = Profile(self.paths)
+        out.runs = kept
+        out.warnings = list(self.warnings)
+        out.left_out = left
+        if parts:
+            out.build_note = ("only the latest build of each profile is analysed; left out runs of "
+                              "other builds: " + "; ".join(parts) +
+                              " (--all-runs analyses every run)")
+        return out
+
     def runtime_warnings(self):
         """Distinct warning messages written by the runtime, in order of appearance."""
         seen = []
@@ -150,25 +226,46 @@ class Profile:
         return seen
 
 
+def _same_build(a, b):
+    if a[0] != b[0]:
+        return False
+    return a[1] is None or b[1] is None or a[1] == b[1]
+
+
+def _describe_build(b):
+    return b[0] + (f" build-id {b[1][:12]}" if b[1] else "")
+
+
 class _Malformed(Exception):
     pass
+
+
+class _Unknown(Exception):
+    """A well-formed record of a type this version does not know."""
 
 
 def load(paths):
     """Parse one or more profile files (a path or a list of paths) into a Profile.
 
-    Raises CozError for a missing/unreadable file or a malformed line (other than a
-    cut-short last line, which is dropped with a warning).
+    Raises CozError for a missing or unreadable file, a file in which no record
+    can be read, or a format version newer than this parser. Malformed records
+    (and a cut-short last line) are skipped with a warning naming file and line;
+    records of unknown types are skipped with one warning per type.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     profile = Profile([os.fspath(p) for p in paths])
+    unknown = {}  # (what, name) -> [first path, first line, count]
     for path in profile.paths:
-        _load_file(profile, path)
+        _load_file(profile, path, unknown)
+    for (what, name), (path, lineno, count) in unknown.items():
+        noun, plural, field = _UNKNOWN_WORDS[what]
+        profile.warnings.append(f"{path}:{lineno}: {count} {noun if count == 1 else plural} of "
+                                f"unknown {field} {name!r} skipped (written by a newer coz?)")
     return profile
 
 
-def _load_file(profile, path):
+def _load_file(profile, path, unknown):
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -183,22 +280,34 @@ def _load_file(profile, path):
                        hint="check the file's permissions") from None
     try:
         text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        lineno = data.count(b"\n", 0, e.start) + 1
+    except UnicodeDecodeError:
+        # Paths are written byte for byte, and a write cut short at a full disk can
+        # split a character: replace what is not UTF-8 and say so, unless only the
+        # cut last line is affected (it is dropped anyway).
+        text = data.decode("utf-8", errors="replace")
         last_start = data.rfind(b"\n") + 1
-        if data.endswith(b"\n") or e.start < last_start:
-            raise CozError(f"{path}:{lineno}: not UTF-8 text; is this a profile?",
-                           hint="profiles are written by 'coz run'") from None
-        # A cut inside a multibyte character of the last line.
-        text = data[:last_start].decode("utf-8", errors="replace")
-        profile.warnings.append(f"{path}:{lineno}: last line is cut short (ignored)")
-    _Parser(profile, path).feed(text)
+        body = data if data.endswith(b"\n") else data[:last_start]
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as e:
+            lineno = data.count(b"\n", 0, e.start) + 1
+            profile.warnings.append(f"{path}:{lineno}: bytes that are not UTF-8 text were "
+                                    "replaced (from this line on)")
+    _Parser(profile, path, unknown).feed(text)
+
+
+_DECODER = json.JSONDecoder()
+_UNKNOWN_WORDS = {"record": ("record", "records", "type"),
+                  "progress": ("progress entry", "progress entries", "kind")}
+_SKIPPED = object()  # legacy: the point records that follow a skipped experiment record
 
 
 class _Parser:
-    def __init__(self, profile, path):
+    def __init__(self, profile, path, unknown):
         self.profile = profile
         self.path = path
+        self.unknown = unknown
+        self.lineno = 0
         self.run = None
         self.nruns = 0
         self.last_experiment = None   # legacy: point records follow their experiment
@@ -226,49 +335,112 @@ class _Parser:
             self.profile.warnings.append(f"{self.path}: records before the first startup record")
         return self.run
 
+    def _unknown(self, what, name):
+        entry = self.unknown.get((what, name))
+        if entry is None:
+            self.unknown[(what, name)] = [self.path, self.lineno, 1]
+        else:
+            entry[2] += 1
+
     # -- lines -----------------------------------------------------------
 
     def feed(self, text):
         lines = text.split("\n")
         last = len(lines) - 1
         cut = bool(lines[last])  # no final newline: the last line may be cut short
-        jloads = json.loads
+        raw_decode = _DECODER.raw_decode
         on_json = self._json_record
         on_tsv = self._legacy_record
+        read = 0       # records read
+        bad = []       # (line number, reason) of malformed records
+        first_bad = None
         for i, line in enumerate(lines):
             if not line or line.isspace():
                 continue
+            self.lineno = i + 1
             try:
                 if line[0] == "{":
                     try:
-                        rec = jloads(line)
+                        rec, end = raw_decode(line)
                     except ValueError:
                         raise _Malformed("not valid JSON") from None
+                    if end != len(line) and not line[end:].isspace():
+                        raise _Malformed("not valid JSON")
                     if type(rec) is not dict:
                         raise _Malformed("a record must be a JSON object")
                     on_json(rec)
                 else:
                     on_tsv(line)
+                read += 1
+                continue
+            except _Unknown:
+                if first_bad is None:
+                    first_bad = (i + 1, "a record of unknown type")
+                continue
             except _Malformed as e:
-                if i == last and cut:
-                    self.profile.warnings.append(
-                        f"{self.path}:{i + 1}: last line is cut short (ignored)")
-                    continue
-                raise CozError(f"{self.path}:{i + 1}: malformed record: {e}",
-                               hint="profiles are written by 'coz run'; was this file edited or "
-                                    "written by something else?") from None
+                reason = str(e)
             except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as e:
-                if i == last and cut:
-                    self.profile.warnings.append(
-                        f"{self.path}:{i + 1}: last line is cut short (ignored)")
-                    continue
-                detail = f"missing field {e}" if isinstance(e, KeyError) else "bad field value"
-                raise CozError(f"{self.path}:{i + 1}: malformed record: {detail}",
-                               hint="profiles are written by 'coz run'; was this file edited or "
-                                    "written by something else?") from None
+                reason = f"missing field {e}" if isinstance(e, KeyError) else "bad field value"
+            if i == last and cut:
+                self.profile.warnings.append(
+                    f"{self.path}:{i + 1}: last line is cut short (ignored)")
+                continue
+            if first_bad is None:
+                first_bad = (i + 1, reason)
+            if self._salvage(line):
+                read += 1
+                reason = "cut short, and the record written after it on the same line was read"
+            else:
+                self._skip(line)
+            bad.append((i + 1, reason))
         self._finish_run()
+        if read == 0 and first_bad is not None:
+            raise CozError(f"{self.path}: not a profile (line {first_bad[0]}: {first_bad[1]})",
+                           hint="profiles are written by 'coz run'; name the profile file "
+                                "(default profile.coz)")
+        for lineno, reason in bad[:MAX_LINE_WARNINGS]:
+            self.profile.warnings.append(f"{self.path}:{lineno}: malformed record skipped: {reason}")
+        if len(bad) > MAX_LINE_WARNINGS:
+            rest = bad[MAX_LINE_WARNINGS:]
+            self.profile.warnings.append(
+                f"{self.path}: {len(rest)} more malformed records skipped (lines {rest[0][0]} "
+                f"to {rest[-1][0]})")
         if self.nruns == 0:
             self.profile.warnings.append(f"{self.path}: empty profile (no runs)")
+
+    def _salvage(self, line):
+        """A record cut short (a short write at a full disk) has the next record
+        written right after it, on the same line: read that one."""
+        if line[0] != "{":
+            return False
+        at = line.find('{"type":', 1)
+        while at != -1:
+            try:
+                rec = json.loads(line[at:])
+            except ValueError:
+                at = line.find('{"type":', at + 1)
+                continue
+            self._skip(line[:at])
+            if type(rec) is not dict:
+                return False
+            try:
+                self._json_record(rec)
+            except _Unknown:
+                return True
+            except (_Malformed, KeyError, TypeError, ValueError, AttributeError, RecursionError):
+                return False
+            return True
+        return False
+
+    def _skip(self, line):
+        """What a skipped record leaves behind: a broken startup still begins a new
+        run (of an unknown program), and the point records of a skipped legacy
+        experiment are dropped with it."""
+        if line.startswith(('{"type":"startup"', "startup\t")):
+            self._start_run("json" if line[0] == "{" else "legacy", {})
+        elif line.startswith(('{"type":"experiment"', "experiment\t")) and \
+                (self.run is None or self.run.dialect != "json"):
+            self.last_experiment = _SKIPPED
 
     # -- this project's JSON and upstream's JSON variant -------------------
 
@@ -281,14 +453,15 @@ class _Parser:
                 self._upstream_experiment(rec)
         elif t == "samples":
             if "counts" in rec:
+                counts = rec["counts"]
+                if type(counts) is not dict or any(type(n) is not int for n in counts.values()):
+                    raise _Malformed("sample counts must be integers")
+                oos = _int(rec.get("out_of_scope", 0))
                 run = self._current("json")
                 samples = run.samples
-                for line, n in rec["counts"].items():
-                    if type(n) is not int:
-                        raise _Malformed("sample counts must be integers")
+                for line, n in counts.items():
                     samples[line] = samples.get(line, 0) + n
-                oos = rec.get("out_of_scope", 0)
-                run.out_of_scope += _int(oos)
+                run.out_of_scope += oos
             else:
                 self._cumulative_samples(rec["location"], _int(rec["count"]))
         elif t == "runtime":
@@ -321,30 +494,38 @@ class _Parser:
             self._current("json").warnings.append((str(rec.get("code", "")),
                                                    _str(rec["message"])))
         elif isinstance(t, str):
-            raise _Malformed(f"unknown record type {t!r}")
+            self._unknown("record", t[:40])
+            raise _Unknown()
         else:
             raise _Malformed("no \"type\" field")
 
     def _json_experiment(self, rec):
-        run = self._current("json")
         progress = []
+        unknown = None
         for p in rec["progress"]:
             kind = p["kind"]
             if kind == THROUGHPUT:
-                progress.append(Progress(_str(p["name"]), THROUGHPUT, delta=_int(p["delta"])))
+                delta = p["delta"]
+                if type(delta) is not int or delta < 0:
+                    raise _Malformed("expected a non-negative integer")
+                progress.append(Progress(_str(p["name"]), THROUGHPUT, delta))
             elif kind == LATENCY:
-                progress.append(Progress(_str(p["name"]), LATENCY, arrivals=_int(p["arrivals"]),
-                                         departures=_int(p["departures"]),
-                                         difference=_int(p["difference"])))
+                progress.append(Progress(_str(p["name"]), LATENCY, 0, _int(p["arrivals"]),
+                                         _int(p["departures"]), _int(p["difference"])))
+            elif isinstance(kind, str):
+                unknown = (unknown or []) + [kind[:40]]
             else:
-                raise _Malformed(f"unknown progress kind {kind!r}")
-        e = Experiment(_str(rec["selected"]), _speedup(rec["speedup"]), _int(rec["duration_ns"]),
-                       selected_samples=_int(rec.get("selected_samples", 0)),
-                       partial=bool(rec.get("partial", False)),
-                       wall_ns=rec.get("wall_ns"), delay_ns=rec.get("delay_ns"),
-                       progress=progress, run=run)
-        run.experiments.append(e)
+                raise _Malformed("progress entry without a kind")
+        duration = rec["duration_ns"]
+        if type(duration) is not int or duration < 0:
+            raise _Malformed("expected a non-negative integer")
+        e = Experiment(_str(rec["selected"]), _speedup(rec["speedup"]), duration,
+                       _int(rec.get("selected_samples", 0)), bool(rec.get("partial", False)),
+                       rec.get("wall_ns"), rec.get("delay_ns"), progress, self._current("json"))
+        e.run.experiments.append(e)
         self.last_experiment = None
+        for kind in unknown or ():
+            self._unknown("progress", kind)
 
     def _upstream_experiment(self, rec):
         run = self._current("upstream-json")
@@ -360,7 +541,8 @@ class _Parser:
         e = self.last_experiment
         if e is None:
             raise _Malformed("progress point record without an experiment before it")
-        e.progress.append(progress)
+        if e is not _SKIPPED:
+            e.progress.append(progress)
 
     def _cumulative_samples(self, location, count):
         self._current("legacy")
@@ -400,6 +582,8 @@ class _Parser:
                 raise _Malformed("progress point record without an experiment before it")
             name = fields["name"]
             delta = int(fields["delta"])
+            if e is _SKIPPED:
+                return
             for p in e.progress:
                 if p.kind == LATENCY and p.name == name:
                     break
@@ -424,9 +608,15 @@ class _Parser:
             if "samples" in fields:
                 rec["samples"] = int(fields["samples"])
             self._current("legacy").shutdown = rec
+        elif _LEGACY_NAME.fullmatch(t) and len(parts) > 1:
+            self._unknown("record", t[:40])
+            raise _Unknown()
         else:
             shown = t if len(t) <= 40 else t[:40] + "..."
-            raise _Malformed(f"unknown record type {shown!r}")
+            raise _Malformed(f"not a record: {shown!r}")
+
+
+_LEGACY_NAME = re.compile(r"[a-z][a-z0-9_-]*")
 
 
 def _upstream_duration(v):

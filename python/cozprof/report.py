@@ -23,6 +23,9 @@ def add_common_analysis_options(p):
     p.add_argument("--min-points", type=_positive_int, default=analysis.DEFAULT_MIN_POINTS,
                    metavar="N",
                    help="distinct speedups, 0%% included, a line needs (default 3)")
+    p.add_argument("--all-runs", action="store_true",
+                   help="analyse every run of each profile, not only those of its latest build "
+                        "(program and build-id)")
 
 
 def _positive_int(text):
@@ -43,11 +46,16 @@ def add_arguments(p):
 
 
 def analyze_args(args):
-    """Run the analysis the common options ask for."""
+    """Run the analysis the common options ask for. When runs of older builds were
+    left out, say so in one line on standard error (it is also the first warning)."""
     paths = args.profiles or [DEFAULT_PROFILE]
-    return analysis.analyze_files(paths, phase_correction=not args.no_phase_correction,
-                                  progress_point=args.progress_point,
-                                  min_points=args.min_points)
+    result = analysis.analyze_files(paths, all_runs=args.all_runs,
+                                    phase_correction=not args.no_phase_correction,
+                                    progress_point=args.progress_point,
+                                    min_points=args.min_points)
+    if result["summary"]["runs_left_out"]:
+        print(f"coz: warning: {result['warnings'][0]}", file=sys.stderr)
+    return result
 
 
 def _looks_like_profile(path):
@@ -81,7 +89,8 @@ def run(args):
                            hint="choose a writable path, or '--json -' for standard output") from None
         print(f"coz: wrote {args.json}", file=sys.stderr)
         return 0
-    sys.stdout.write(format_report(result, limit=args.lines))
+    printed = result["warnings"][:1] if result["summary"]["runs_left_out"] else ()
+    sys.stdout.write(format_report(result, limit=args.lines, already_printed=printed))
     return 0
 
 
@@ -89,15 +98,17 @@ def _pct(v, signed=True):
     return f"{v * 100:+.1f}%" if signed else f"{v * 100:.1f}%"
 
 
-def format_report(result, limit=None):
-    """The table `coz report` prints, as one string."""
+def format_report(result, limit=None, already_printed=()):
+    """The table `coz report` prints, as one string (without the warnings in
+    `already_printed`, which went to standard error)."""
     out = []
     s = result["summary"]
     out.append(f"{s['runs']} run{'s' if s['runs'] != 1 else ''}, {s['experiments']} experiments "
                f"({s['partial_experiments']} partial), runtime {s['runtime_ns'] / 1e9:.2f} s; "
                f"phase correction {'on' if result['phase_correction'] else 'off'}")
     for w in result["warnings"]:
-        out.append(f"warning: {w}")
+        if w not in already_printed:
+            out.append(f"warning: {w}")
     lines = result["lines"]
     if result["diagnosis"]:
         out.append("")

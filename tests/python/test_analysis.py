@@ -69,7 +69,7 @@ def test_omitted_partial_and_summary():
                              "detail": "2 distinct speedups, 3 needed"}]
     assert r["summary"] == {"runs": 1, "experiments": 7, "partial_experiments": 1,
                             "lost_records": 0, "dropped_samples": 0,
-                            "runtime_ns": 10 * 10**9}
+                            "runtime_ns": 10 * 10**9, "runs_left_out": 0}
     assert r["progress_points"] == [{"name": "work", "kind": "throughput", "experiments": 6}]
     assert r["warnings"] == ["/lib/libfoo.so has no debug information"]
     assert r["diagnosis"] is None

@@ -1,6 +1,7 @@
 """The one parser: both formats, merging, truncation, and robustness."""
 
 import glob
+import json
 import os
 import random
 
@@ -86,21 +87,112 @@ def test_cut_inside_multibyte_character(tmp_path):
     assert "last line is cut short" in p.warnings[0]
 
 
-@pytest.mark.parametrize("bad, lineno", [
-    ('{"type":"experiment","selected":"a:1"}\n', 2),           # missing fields
-    ('{"type":"bogus"}\n', 2),                                   # unknown record
-    ('[1,2]\n', 2),                                              # not an object
-    ('{"type":"experiment","selected":"a:1","speedup":2,"duration_ns":1,"progress":[]}\n', 2),
-    ('experiment\tselected=a:1\tspeedup=x\tduration=1\n', 2),
-    ('hello world\n', 2),
-    ('{"type":"startup","version":1}\n{"broken json\n', 3),      # cut, but not the last line
+@pytest.mark.parametrize("bad, lineno, reason", [
+    ('{"type":"experiment","selected":"a:1"}\n', 2, "missing field 'speedup'"),
+    ('[1,2]\n', 2, "not a record: '[1,2]'"),
+    ('"text"\n', 2, "not a record: '\"text\"'"),
+    ('{"type":"runtime","time_ns":1} trailing\n', 2, "not valid JSON"),
+    ('{"type":"experiment","selected":"a:1","speedup":2,"duration_ns":1,"progress":[]}\n', 2,
+     "speedup must be a number from 0 to 1"),
+    ('experiment\tselected=a:1\tspeedup=x\tduration=1\n', 2, "bad field value"),
+    ('hello world\n', 2, "not a record: 'hello world'"),
+    ('{"type":"startup","version":1}\n{"broken json\n', 3, "not valid JSON"),  # cut, not last
 ])
-def test_malformed_line_names_file_and_line(tmp_path, bad, lineno):
+def test_a_malformed_record_is_skipped_with_its_file_and_line(tmp_path, bad, lineno, reason):
     f = tmp_path / "bad.coz"
     f.write_text('{"type":"startup","version":1}\n' + bad + '{"type":"runtime","time_ns":5}\n')
-    with pytest.raises(CozError) as ei:
+    p = profile.load(str(f))
+    assert p.warnings == [f"{f}:{lineno}: malformed record skipped: {reason}"]
+    assert p.runs[-1].runtime_ns == 5  # the rest is read
+
+
+def test_a_damaged_profile_gives_the_analysis_of_the_intact_one():
+    # damaged.coz is throughput.coz with a foreign line, a record cut short by a full disk
+    # (the next record written on the same line), records and a progress entry of unknown
+    # types (README).
+    p = profile.load(fx("damaged.coz"))
+    path = fx("damaged.coz")
+    assert p.warnings == [
+        f"{path}:3: malformed record skipped: not a record: 'Segmentation fault (core dumped)'",
+        f"{path}:5: malformed record skipped: cut short, and the record written after it on the "
+        "same line was read",
+        f"{path}:6: 2 records of unknown type 'heartbeat' skipped (written by a newer coz?)",
+        f"{path}:7: 1 progress entry of unknown kind 'histogram' skipped (written by a newer coz?)",
+    ]
+    intact = profile.load(fx("throughput.coz")).runs[0]
+    (run,) = p.runs
+    assert [(e.selected, e.speedup, [(q.name, q.delta) for q in e.progress]) for e in run.experiments] == \
+        [(e.selected, e.speedup, [(q.name, q.delta) for q in e.progress]) for e in intact.experiments]
+    assert (run.samples, run.runtime_ns, run.shutdown) == (intact.samples, intact.runtime_ns, intact.shutdown)
+
+
+def test_unknown_types_give_one_warning_per_type(tmp_path):
+    f = tmp_path / "new.coz"
+    g = tmp_path / "newer.coz"
+    head = open(fx("throughput.coz")).read()
+    f.write_text(head + '{"type":"gpu","n":1}\n' * 3 + '{"type":"pmu","n":1}\n')
+    g.write_text(head + 'gpu\tn=1\n')
+    p = profile.load([str(f), str(g)])
+    assert p.warnings == [f"{f}:15: 4 records of unknown type 'gpu' skipped (written by a newer coz?)",
+                          f"{f}:18: 1 record of unknown type 'pmu' skipped (written by a newer coz?)"]
+    assert len(p.experiments) == 14
+
+
+def test_many_malformed_lines_are_counted_not_listed(tmp_path):
+    f = tmp_path / "noisy.coz"
+    f.write_text(open(fx("throughput.coz")).read() + "debug: tick\n" * 40)
+    p = profile.load(str(f))
+    assert len(p.warnings) == profile.MAX_LINE_WARNINGS + 1
+    assert p.warnings[-1] == f"{f}: 35 more malformed records skipped (lines 20 to 54)"
+    assert len(p.experiments) == 7
+
+
+@pytest.mark.parametrize("content", [
+    b"# Title\n\nSome text that is not a profile.\n",
+    bytes(range(256)) * 4,
+    b'{"type":"gpu","n":1}\n{"type":"gpu","n":2}\n',
+    b'{"a":1}\n',
+])
+def test_a_file_that_is_not_a_profile_is_one_error(tmp_path, content):
+    f = tmp_path / "README.md"
+    f.write_bytes(content)
+    with pytest.raises(CozError, match=r"not a profile \(line \d+: ") as ei:
         profile.load(str(f))
-    assert f"bad.coz:{lineno}: malformed record" in str(ei.value)
+    assert str(ei.value).startswith(f"{f}: not a profile")
+
+
+def test_a_startup_record_cut_short_still_begins_a_run(tmp_path):
+    f = tmp_path / "p.coz"
+    lines = open(fx("two_builds.coz")).read().split("\n")
+    lines[10] = lines[10][:50]  # the startup of the third run, cut by a full disk
+    f.write_text("\n".join(lines))
+    p = profile.load(str(f))
+    assert [len(r.experiments) for r in p.runs] == [4, 0, 4]
+    assert p.runs[2].build == (None, None)
+    assert p.warnings == [f"{f}:11: malformed record skipped: not valid JSON"]
+
+
+def test_point_records_of_a_skipped_legacy_experiment_are_dropped_with_it(tmp_path):
+    f = tmp_path / "l.coz"
+    text = open(fx("latency.legacy.coz")).read()
+    first = text.index("experiment\t", text.index("experiment\t") + 1)
+    end = text.index("\n", first)
+    f.write_text(text[:first] + "experiment\tselected=c.c:5\tspeedup=oops" + text[end:])
+    p = profile.load(str(f))
+    intact = profile.load(fx("latency.legacy.coz"))
+    assert len(p.experiments) == len(intact.experiments) - 1
+    # the first experiment keeps only its own points
+    assert len(p.experiments[0].progress) == len(intact.experiments[0].progress)
+    assert len(p.warnings) == 1 and "malformed record skipped" in p.warnings[0]
+
+
+def test_bytes_that_are_not_utf8_are_replaced(tmp_path):
+    f = tmp_path / "p.coz"
+    good = open(fx("throughput.coz"), "rb").read()
+    f.write_bytes(good.replace(b"/src/b.c:20", b"/src/\xe9t\xe9.c:20"))
+    p = profile.load(str(f))
+    assert "/src/\ufffdt\ufffd.c:20" in p.samples
+    assert p.warnings == [f"{f}:6: bytes that are not UTF-8 text were replaced (from this line on)"]
 
 
 def test_newer_version_is_refused(tmp_path):
@@ -147,3 +239,80 @@ def test_upstream_sample_profiles(path):
     assert len(p.experiments) == text.count("experiment\t")
     assert p.warnings == []
     assert all(e.progress for e in p.experiments)
+
+
+# -- runs of several builds in one profile ------------------------------------------
+
+def test_only_the_latest_build_of_a_file_is_kept():
+    # two_builds.coz: /src/app (build aaaa...), then one process (pid 200) that ran /bin/sh
+    # and exec'd a rebuilt /src/app (build bbbb...): the shell belongs to the latest build's
+    # process, the first run does not.
+    p = profile.load(fx("two_builds.coz"))
+    assert [r.build for r in p.runs] == [("/src/app", "aaaa1111" * 5), ("/bin/sh", None),
+                                         ("/src/app", "bbbb2222" * 5)]
+    latest = p.latest_builds()
+    assert latest.runs == p.runs[1:] and latest.left_out == p.runs[:1]
+    assert latest.build_note == (
+        "only the latest build of each profile is analysed; left out runs of other builds: "
+        f"{fx('two_builds.coz')}: 1 of 3 runs (/src/app build-id aaaa1111aaaa) "
+        "(--all-runs analyses every run)")
+    assert p.left_out == [] and p.build_note is None
+
+
+def _startup(pid, argv0=None, build_id=None):
+    rec = {"type": "startup", "version": 1, "pid": pid}
+    if argv0 is not None:
+        rec["argv0"] = argv0
+    if build_id is not None:
+        rec["build_id"] = build_id
+    return json.dumps(rec) + "\n"
+
+
+@pytest.mark.parametrize("runs, kept", [
+    ([(1, "/a", "x1"), (2, "/a", "x1")], [0, 1]),                # same build, appended
+    ([(1, "/a", "x1"), (2, "/a", "x2")], [1]),                   # rebuilt
+    ([(1, "/a", None), (2, "/a", "x2")], [0, 1]),                # older profile: argv0 alone
+    ([(1, "/a", "x1"), (2, "/b", None)], [1]),                   # another program
+    ([(1, "/b", None), (2, "/a", "x1"), (2, "/b", None)], [0, 1, 2]),  # /a exec'd /b, twice
+    ([(1, None, None), (2, "/a", "x1")], [0, 1]),                # unknown build: kept
+    ([(1, None, None), (2, None, None)], [0, 1]),                # upstream's formats
+])
+def test_which_runs_make_the_latest_build(tmp_path, runs, kept):
+    f = tmp_path / "p.coz"
+    f.write_text("".join(_startup(*r) for r in runs))
+    p = profile.load(str(f))
+    latest = p.latest_builds()
+    assert [p.runs.index(r) for r in latest.runs] == kept
+    assert (latest.build_note is None) == (len(kept) == len(runs))
+
+
+def test_files_named_together_are_merged_whatever_their_builds(tmp_path):
+    # with --follow-children a child that exec'd another program writes its own file
+    parent, child = tmp_path / "p.coz", tmp_path / "p.7.coz"
+    parent.write_text(_startup(6, "/bin/make"))
+    child.write_text(_startup(7, "/usr/bin/cc1"))
+    latest = profile.load([str(parent), str(child)]).latest_builds()
+    assert len(latest.runs) == 2 and latest.build_note is None
+
+
+def test_coz_report_says_in_one_line_that_older_builds_are_left_out(capsys):
+    from cozprof import cli
+
+    assert cli.main(["report", fx("two_builds.coz")]) == 0
+    out, err = capsys.readouterr()
+    assert err.splitlines() == ["coz: warning: only the latest build of each profile is analysed; "
+                                f"left out runs of other builds: {fx('two_builds.coz')}: 1 of 3 runs "
+                                "(/src/app build-id aaaa1111aaaa) (--all-runs analyses every run)"]
+    assert out.startswith("2 runs, 4 experiments") and "left out runs" not in out
+    assert cli.main(["report", fx("two_builds.coz"), "--json", "-"]) == 0
+    out, err = capsys.readouterr()
+    result = json.loads(out)
+    assert len(err.splitlines()) == 1
+    assert result["summary"]["runs_left_out"] == 1 and result["warnings"][0] in err
+    (line,) = result["lines"]
+    assert line["slope"] == pytest.approx(0.0)  # the rebuilt program's flat curve alone
+    assert cli.main(["report", fx("two_builds.coz"), "--all-runs", "--json", "-"]) == 0
+    out, err = capsys.readouterr()
+    result = json.loads(out)
+    assert err == "" and result["summary"]["runs"] == 3 and result["summary"]["runs_left_out"] == 0
+    assert result["lines"][0]["slope"] > 0.1  # the old build's experiments are mixed in
