@@ -4,21 +4,18 @@
 `docs/analysis-format.md`; `docs/analysis.md` explains every formula used here.
 """
 
-import zlib
-
 import numpy as np
 
+from . import estimator
 from . import profile as profile_mod
 from .errors import CozError
 
 SCHEMA = 1
 DEFAULT_MIN_POINTS = 3        # distinct speedups, 0 included, a curve needs
 FIXED_SPEEDUP_MIN_POINTS = 2  # runs with --fixed-speedup measure 0 and one speedup only
-DEFAULT_BOOTSTRAP = 400       # bootstrap resamples per (line, progress point)
-CI_LEVEL = 0.95
+CI_LEVEL = estimator.CI_LEVEL
 PREDICT_AT = (0.25, 0.5, 1.0)
-DRIFT_MIN_BASELINES = 6       # 0% experiments of a line in one run before drift is corrected
-DRIFT_NEIGHBOURS = 2          # 0% experiments nearest in time that give the local baseline
+DRIFT_MIN_BASELINES = estimator.DRIFT_MIN_BASELINES  # 0% experiments before drift is looked for
 
 
 def analyze_files(paths, all_runs=False, **opts):
@@ -32,8 +29,11 @@ def analyze_files(paths, all_runs=False, **opts):
 
 
 def analyze(profile, phase_correction=True, progress_point=None, min_points=DEFAULT_MIN_POINTS,
-            bootstrap=DEFAULT_BOOTSTRAP, seed=0):
-    """Analyze a `profile.Profile`; returns the docs/analysis-format.md object."""
+            bootstrap=None, seed=None):
+    """Analyze a `profile.Profile`; returns the docs/analysis-format.md object.
+
+    The intervals are computed, not resampled: `bootstrap` and `seed` are
+    accepted for older callers and have no effect."""
     if min_points < 2:
         raise CozError(f"--min-points must be at least 2, not {min_points}",
                        hint="a slope needs the 0% point and at least one other speedup")
@@ -63,12 +63,10 @@ def analyze(profile, phase_correction=True, progress_point=None, min_points=DEFA
                                       sum(r.runtime_ns for r in runs))
 
     lines, omitted = [], []
-    for (line, point), by_speedup in groups.items():
+    for (line, point), data in groups.items():
         kind = points[point]["kind"]
-        fixed = all(e.run is not None and e.run.fixed_speedup is not None
-                    for exps in by_speedup.values() for e in exps)
-        needed = min(min_points, FIXED_SPEEDUP_MIN_POINTS) if fixed else min_points
-        result = _curve(line, point, kind, by_speedup, factors[line], needed, bootstrap, seed)
+        needed = min(min_points, FIXED_SPEEDUP_MIN_POINTS) if data.fixed else min_points
+        result = _curve(line, point, kind, data, factors[line], needed)
         if "reason" in result:
             omitted.append(result)
         else:
@@ -148,16 +146,67 @@ def _progress_points(experiments):
     return points
 
 
+class _CurveData:
+    """The experiments of one (line, progress point), as columns: reading order
+    (`Experiment.seq`), speedup, x and c (see `_curve`)."""
+
+    __slots__ = ("seq", "s", "x", "c", "missing", "fixed")
+
+    def __init__(self):
+        self.seq, self.s, self.x, self.c = [], [], [], []
+        self.missing = False   # a latency entry without an in-flight count
+        self.fixed = True      # every experiment from a --fixed-speedup run
+
+    def add(self, e, p):
+        self.seq.append(e.seq)
+        self.s.append(e.speedup)
+        if p.kind == profile_mod.THROUGHPUT:
+            self.x.append(e.duration_ns)
+            self.c.append(p.delta)
+        else:
+            # Little's law: latency = in flight / arrival rate = 2 * sum(difference * d) / sum(a)
+            if p.difference is None or p.difference < 0:
+                self.missing = True  # upstream's old records, or a negative count
+            self.x.append(2.0 * (p.difference or 0) * e.duration_ns)
+            self.c.append(p.arrivals + p.departures)
+        if e.run is None or e.run.fixed_speedup is None:
+            self.fixed = False
+
+    def arrays(self):
+        """(s, x, c) as arrays in the order the experiments ran."""
+        s = np.array(self.s, dtype=float)
+        x = np.array(self.x, dtype=float)
+        c = np.array(self.c, dtype=float)
+        seq = np.array(self.seq)
+        if len(seq) > 1 and not (np.diff(seq) > 0).all():
+            order = np.argsort(seq, kind="stable")
+            s, x, c = s[order], x[order], c[order]
+        return s, x, c
+
+
 def _group(experiments, only_point):
-    """(line, point) -> {speedup: [Experiment]}, and line -> [Experiment]."""
+    """(line, point) -> _CurveData, and line -> [Experiment]. An experiment is
+    measured by its first entry for a point."""
     groups = {}
     line_exps = {}
     for e in experiments:
         line_exps.setdefault(e.selected, []).append(e)
+        seen = None
         for p in e.progress:
-            if only_point is not None and p.name != only_point:
+            name = p.name
+            if only_point is not None and name != only_point:
                 continue
-            groups.setdefault((e.selected, p.name), {}).setdefault(e.speedup, []).append(e)
+            if seen is not None:
+                if name in seen:
+                    continue
+                seen.add(name)
+            elif len(e.progress) > 1:
+                seen = {name}
+            key = (e.selected, name)
+            data = groups.get(key)
+            if data is None:
+                data = groups[key] = _CurveData()
+            data.add(e, p)
     return groups, line_exps
 
 
@@ -172,202 +221,66 @@ def _phase_factor(exps, line_samples, runtime_ns):
 
 # -- one causal curve ------------------------------------------------------
 
-def _measurements(kind, point, exps, scale=None):
-    """Per-experiment arrays the period of one speedup is computed from.
-
-    `scale` (id(experiment) -> factor) stretches an experiment's time so that
-    its period is expressed at the machine speed of the whole run (drift)."""
-    scale = scale or {}
-    if kind == profile_mod.THROUGHPUT:
-        d, k = [], []
-        for e in exps:
-            for p in e.progress:
-                if p.name == point:
-                    d.append(e.duration_ns * scale.get(id(e), 1.0))
-                    k.append(p.delta)
-                    break
-        return np.array(d, dtype=float), np.array(k, dtype=float)
-    d, a, q = [], [], []
-    for e in exps:
-        f = scale.get(id(e), 1.0)
-        for p in e.progress:
-            if p.name == point:
-                d.append(e.duration_ns * f)
-                a.append(p.arrivals + p.departures)
-                q.append(-1.0 if p.difference is None else p.difference * e.duration_ns * f)
-                break
-    return np.array(d, dtype=float), np.array(a, dtype=float), np.array(q, dtype=float)
-
-
-def _drift_scales(kind, point, by_speedup):
-    """Corrects for the machine changing speed during a run.
-
-    The progress rate of an unperturbed program can drift within a run (other
-    load on the host, frequency changes): pooling every 0% experiment into one
-    baseline then compares sped-up experiments with a baseline measured at
-    another speed. Where a run holds at least DRIFT_MIN_BASELINES 0%
-    experiments of this line and point, each experiment of that run is scaled
-    by P0 / b, where P0 is the pooled baseline period and b the period of the
-    DRIFT_NEIGHBOURS 0% experiments nearest to it in the run's order, so that
-    its program speedup is measured against the baseline of its own moment.
-    The 0% experiments themselves are left as they are: they make P0. Without
-    drift b is P0 up to noise, and the scale is about 1."""
-    baselines = by_speedup.get(0.0, [])
-    pooled = _period(kind, tuple(a.sum() for a in _measurements(kind, point, baselines)))
-    if not np.isfinite(pooled) or pooled <= 0:
-        return {}
-    by_run = {}
-    for s, exps in by_speedup.items():
-        for e in exps:
-            if e.run is not None:
-                by_run.setdefault(id(e.run), (e.run, []))[1].append(e)
-    scales = {}
-    for run, exps in by_run.values():
-        order = {id(e): i for i, e in enumerate(run.experiments)}
-        base = [e for e in exps if e.speedup == 0.0]
-        if len(base) < DRIFT_MIN_BASELINES:
-            continue
-        for e in exps:
-            i = order.get(id(e))
-            if i is None or e.speedup == 0.0:
-                continue
-            near = sorted(base, key=lambda b: abs(order.get(id(b), 0) - i))[:DRIFT_NEIGHBOURS]
-            local = _period(kind, tuple(a.sum() for a in _measurements(kind, point, near)))
-            if np.isfinite(local) and local > 0:
-                scales[id(e)] = float(pooled / local)
-    return scales
-
-
-def _period(kind, sums):
-    """Time per unit of progress (throughput) or mean latency (Little's law).
-
-    `sums` are the per-experiment arrays summed over the last axis. Returns nan when
-    the period is undefined (no progress).
-    """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if kind == profile_mod.THROUGHPUT:
-            d, k = sums
-            return np.where(k > 0, d / np.where(k > 0, k, 1), np.nan)
-        d, a, q = sums
-        # arrival rate = (arrivals + departures) / 2 / duration
-        # in flight    = duration-weighted mean of `difference`
-        # latency      = in flight / arrival rate = (q / d) / (a / (2 d)) = 2 q / a
-        ok = (a > 0) & (q > 0) & (d > 0)
-        return np.where(ok, 2.0 * q / np.where(a > 0, a, 1), np.nan)
-
-
 def _omit(line, point, reason, detail):
     return {"line": line, "progress_point": point, "reason": reason, "detail": detail}
 
 
-def _curve(line, point, kind, by_speedup, factor, needed, n_boot, seed):
-    speedups = sorted(by_speedup)
-    if 0.0 not in by_speedup:
+def _curve(line, point, kind, data, factor, needed):
+    """One curve. For throughput, x is an experiment's effective duration and c the
+    visits of the point; for latency, x is 2 * in-flight * duration and c arrivals
+    plus departures: either way the period of a group is sum(x) / sum(c)."""
+    s, x, c = data.arrays()
+    speedups = sorted(set(data.s))
+    if 0.0 not in speedups:
         return _omit(line, point, "no-baseline",
                      f"no experiment at speedup 0 among {len(speedups)} speedups")
-    scales = _drift_scales(kind, point, by_speedup)
-    arrays = {s: _measurements(kind, point, by_speedup[s], scales) for s in speedups}
-    if kind == profile_mod.LATENCY and any((arrays[s][2] < 0).any() for s in speedups):
+    if data.missing:
         return _omit(line, point, "no-in-flight-count",
                      "this profile's latency records carry no in-flight count")
-
-    periods = {s: float(_period(kind, tuple(a.sum() for a in arrays[s]))) for s in speedups}
-    if not np.isfinite(periods[0.0]) or periods[0.0] <= 0:
+    base = s == 0.0
+    if not (c[base].sum() > 0 and x[base].sum() > 0):
         return _omit(line, point, "no-progress",
                      "the progress point did not advance during the 0% experiments")
-    dropped = [s for s in speedups if not np.isfinite(periods[s])]
-    speedups = [s for s in speedups if np.isfinite(periods[s])]
-    if len(speedups) < needed:
-        detail = f"{len(speedups)} distinct speedup{'s' if len(speedups) != 1 else ''}, " \
+    with_progress = [v for v in speedups if v == 0.0 or (c[s == v].sum() > 0 and x[s == v].sum() > 0)]
+    dropped = len(speedups) - len(with_progress)
+    if len(with_progress) < needed:
+        detail = f"{len(with_progress)} distinct speedup{'s' if len(with_progress) != 1 else ''}, " \
                  f"{needed} needed"
         if dropped:
-            detail += f" ({len(dropped)} more without progress)"
+            detail += f" ({dropped} more without progress)"
         return _omit(line, point, "too-few-speedups", detail)
+    keep = np.isin(s, with_progress)
+    est = estimator.estimate(s[keep], x[keep], c[keep], factor=factor,
+                             drift_min_baselines=DRIFT_MIN_BASELINES)
 
-    x = np.array(speedups)
-    n = np.array([len(arrays[s][0]) for s in speedups], dtype=float)
-    y = np.array([(1.0 - periods[s] / periods[0.0]) * factor for s in speedups])
-
-    # Bootstrap: resample the experiments of each speedup, with replacement.
-    rng = np.random.default_rng((zlib.crc32(f"{line}\0{point}".encode()) << 8) ^ seed)
-    boot_periods = []
-    for s in speedups:
-        arr = arrays[s]
-        m = len(arr[0])
-        idx = rng.integers(0, m, size=(n_boot, m))
-        boot_periods.append(_period(kind, tuple(a[idx].sum(axis=1) for a in arr)))
-    boot_periods = np.array(boot_periods)                     # (speedups, B)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        boot_y = (1.0 - boot_periods / boot_periods[0]) * factor
-    lo_q, hi_q = 100 * (1 - CI_LEVEL) / 2, 100 * (1 + CI_LEVEL) / 2
-
-    pts = []
-    for i, s in enumerate(speedups):
-        col = boot_y[i][np.isfinite(boot_y[i])]
-        ci = [float(np.percentile(col, lo_q)), float(np.percentile(col, hi_q))] \
-            if len(col) else [float(y[i]), float(y[i])]
-        pts.append({"speedup": float(s), "program_speedup": float(y[i]), "ci": ci,
-                    "experiments": int(n[i])})
-
-    slope, intercept, r2 = _wls(x, y, n)
-    valid = np.isfinite(boot_y).all(axis=0)
-    if valid.any():
-        bs = _wls_slopes(x, boot_y[:, valid].T, n)
-        slope_ci = [float(np.percentile(bs, lo_q)), float(np.percentile(bs, hi_q))]
-    else:
-        slope_ci = [slope, slope]
-
+    pts = [{"speedup": float(v), "program_speedup": float(y), "ci": [float(lo), float(hi)],
+            "experiments": int(n)}
+           for v, y, (lo, hi), n in zip(est["speedups"], est["y"], est["ci"], est["n"])]
+    slope, intercept = est["slope"], est["intercept"]
     return {
         "line": line,
         "file": line.rpartition(":")[0] if ":" in line else line,
         "lineno": _lineno(line),
         "progress_point": point,
         "kind": kind,
-        "experiments": int(n.sum()),
+        "experiments": int(est["n"].sum()),
         "points": pts,
         "slope": slope,
-        "slope_ci": slope_ci,
+        "slope_ci": [float(est["slope_ci"][0]), float(est["slope_ci"][1])],
         "intercept": intercept,
-        "r2": r2,
+        "r2": est["r2"],
         "impact": intercept + slope / 2.0,
-        "max_speedup": float(y.max()),
-        "predicted": {str(s): intercept + slope * s for s in PREDICT_AT},
-        "contention": slope_ci[1] < 0,
+        "max_speedup": float(est["y"].max()),
+        "predicted": {str(v): intercept + slope * v for v in PREDICT_AT},
+        "contention": est["slope_ci"][1] < 0,
         "phase_factor": float(factor),
+        "drift_corrected": est["drift"],
     }
 
 
 def _lineno(line):
     tail = line.rpartition(":")[2]
     return int(tail) if tail.isdigit() else 0
-
-
-def _wls(x, y, w):
-    """Weighted least squares fit y = intercept + slope * x; returns (slope, intercept, r2)."""
-    sw = w.sum()
-    xm = (w * x).sum() / sw
-    ym = (w * y).sum() / sw
-    sxx = (w * (x - xm) ** 2).sum()
-    slope = float((w * (x - xm) * (y - ym)).sum() / sxx) if sxx > 0 else 0.0
-    intercept = float(ym - slope * xm)
-    ss_tot = float((w * (y - ym) ** 2).sum())
-    ss_res = float((w * (y - intercept - slope * x) ** 2).sum())
-    if ss_tot > 0:
-        r2 = max(0.0, 1.0 - ss_res / ss_tot)
-    else:
-        r2 = 1.0
-    return slope, intercept, r2
-
-
-def _wls_slopes(x, ys, w):
-    """WLS slopes of many curves at once: ys has one row per curve."""
-    sw = w.sum()
-    xm = (w * x).sum() / sw
-    sxx = (w * (x - xm) ** 2).sum()
-    if sxx <= 0:
-        return np.zeros(len(ys))
-    ym = (ys * w).sum(axis=1, keepdims=True) / sw
-    return ((ys - ym) * (w * (x - xm))).sum(axis=1) / sxx
 
 
 # -- when nothing is usable --------------------------------------------------

@@ -13,7 +13,7 @@ from cozprof.errors import CozError
 
 LINE_FIELDS = {"line", "file", "lineno", "progress_point", "kind", "experiments", "points",
                "slope", "slope_ci", "intercept", "r2", "impact", "max_speedup", "predicted",
-               "contention", "phase_factor"}
+               "contention", "phase_factor", "drift_corrected"}
 TOP_FIELDS = {"schema", "profiles", "phase_correction", "progress_points", "lines", "omitted",
               "summary", "warnings", "diagnosis"}
 
@@ -40,26 +40,28 @@ def test_throughput_without_phase_correction():
     assert [p["experiments"] for p in a["points"]] == [2, 1, 1]
     assert [p["program_speedup"] for p in a["points"]] == approx([0.0, 0.2, 0.5])
     assert a["experiments"] == 4
-    assert a["slope"] == approx(27 / 55)
-    assert a["intercept"] == approx(-1 / 110)
-    assert a["impact"] == approx(26 / 110)
-    assert a["r2"] == approx(1 - (22 / 12100) / 0.1675)
-    assert a["predicted"] == approx({"0.25": 25 / 220, "0.5": 26 / 110, "1.0": 53 / 110})
+    # least squares weighted by the visits counted at each speedup (200, 125, 200)
+    assert a["slope"] == approx(0.5)
+    assert a["intercept"] == approx(-1 / 84)
+    assert a["impact"] == approx(5 / 21)
+    assert a["r2"] == approx(105 / 106)
+    assert a["predicted"] == approx({"0.25": 19 / 168, "0.5": 5 / 21, "1.0": 41 / 84})
     assert a["max_speedup"] == approx(0.5)
     assert a["phase_factor"] == 1.0
-    # every experiment group is a single value or identical values: intervals collapse
-    assert a["slope_ci"] == approx([27 / 55, 27 / 55])
-    assert a["contention"] is False
+    assert a["contention"] is False and a["drift_corrected"] is False
 
 
-def test_throughput_with_phase_correction():
-    r = run("throughput.coz")
-    assert r["phase_correction"] is True
-    a = only(r, "/src/a.c:10")
-    assert a["phase_factor"] == approx(0.8)
-    assert [p["program_speedup"] for p in a["points"]] == approx([0.0, 0.16, 0.4])
-    assert a["slope"] == approx(0.8 * 27 / 55)
-    assert a["impact"] == approx(0.8 * 26 / 110)
+def test_a_speedup_measured_once_still_has_an_interval():
+    # No experiment is repeated except two identical baselines: the noise model is the
+    # prior alone (1% relative noise, 1 degree of freedom), worked out in the README.
+    a = only(run("throughput.coz", phase_correction=False), "/src/a.c:10")
+    t = 12.7062047  # Student's t, 97.5%, 1 degree of freedom
+    zero, half, full = a["points"]
+    assert zero["ci"] == [0.0, 0.0]  # the baseline is 0 by definition
+    assert half["ci"] == approx([0.2 - t * 0.75 ** 0.5 / 125, 0.2 + t * 0.75 ** 0.5 / 125])
+    assert full["ci"] == approx([0.5 - t * 0.75 ** 0.5 / 200, 0.5 + t * 0.75 ** 0.5 / 200])
+    lo, hi = a["slope_ci"]
+    assert lo < a["slope"] < hi and hi - lo > 0.05
 
 
 def test_omitted_partial_and_summary():
@@ -87,7 +89,7 @@ def test_min_points_option():
 def test_upstream_json_matches_hand_computation():
     r = run("upstream.json.coz", phase_correction=False)
     a = only(r, "a.c:10")
-    assert a["slope"] == approx(27 / 55)
+    assert a["slope"] == approx(0.5)
     r = run("upstream.json.coz")
     # 4 experiments x 50 samples in 4 s; 400 samples in 10 s -> (4e9/200)*(400/1e10) = 0.8
     assert only(r, "a.c:10")["phase_factor"] == approx(0.8)
@@ -125,21 +127,21 @@ def test_end_to_end_runs_keep_partial_experiments():
     assert r["summary"]["runs"] == 3 and r["summary"]["partial_experiments"] == 3
 
 
-def test_contention_flag_and_bootstrap_interval():
+def test_contention_flag_and_interval():
     r = run("contention.coz")
     b = only(r, "/src/b.c:20")
     assert b["contention"] is True
     lo, hi = b["slope_ci"]
     assert lo < b["slope"] < hi < 0
-    # bootstrap bounds: worst cases of resampling (see README) keep the slope below zero
-    assert hi < -0.3 and lo > -1.0
+    # the spread of the repeated experiments (+-2%) bounds the slope well below zero (README)
+    assert -0.8 < lo and hi < -0.5
     for p in b["points"][1:]:
-        assert p["ci"][0] <= p["program_speedup"] <= p["ci"][1]
+        assert p["ci"][0] < p["program_speedup"] < p["ci"][1]
     # the y at 0.5 is 1 - 300/240 = -0.25, at 1.0 it is 1 - 300/180
     assert [p["program_speedup"] for p in b["points"]] == approx([0.0, -0.25, -2 / 3])
 
 
-def test_bootstrap_is_deterministic():
+def test_analysis_is_deterministic():
     a = run("contention.coz")
     b = run("contention.coz")
     assert a == b
@@ -205,6 +207,7 @@ def test_drift_in_machine_speed_is_corrected_with_local_baselines(tmp_path):
     result = analysis.analyze(profile.load([_drift_profile(tmp_path / "drift.coz")]),
                               phase_correction=False)
     line = result["lines"][0]
+    assert line["drift_corrected"] is True
     for p in line["points"]:
         assert p["program_speedup"] == pytest.approx(p["speedup"] / 3, abs=0.02), line["points"]
     assert line["slope"] == pytest.approx(1 / 3, abs=0.02)
@@ -215,5 +218,6 @@ def test_without_local_baselines_drift_would_bias_the_answer(tmp_path, monkeypat
     monkeypatch.setattr(analysis, "DRIFT_MIN_BASELINES", 10 ** 6)
     result = analysis.analyze(profile.load([_drift_profile(tmp_path / "drift.coz")]),
                               phase_correction=False)
+    assert result["lines"][0]["drift_corrected"] is False
     worst = max(abs(p["program_speedup"] - p["speedup"] / 3) for p in result["lines"][0]["points"])
     assert worst > 0.1
