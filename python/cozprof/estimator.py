@@ -40,7 +40,6 @@ def estimate(s, x, c, factor=1.0, drift_min_baselines=None):
       y          program speedup at each (0 at 0 by definition)
       ci         (L, 2) array, 95% interval of each point ([0, 0] at 0)
       n          experiments at each speedup
-      counts     sum of c at each speedup (the weights of the fit)
       slope, intercept, slope_ci, r2
       drift      whether the baselines showed drift and local baselines were used
       df         degrees of freedom of the noise estimate (prior included)
@@ -150,7 +149,6 @@ def estimate(s, x, c, factor=1.0, drift_min_baselines=None):
         "y": yy,
         "ci": np.stack([np.concatenate([[0.0], y - half]), np.concatenate([[0.0], y + half])], axis=1),
         "n": np.concatenate([[float(len(base))], n_lv]),
-        "counts": w,
         "slope": slope,
         "intercept": intercept,
         "slope_ci": (slope - slope_half, slope + slope_half),
