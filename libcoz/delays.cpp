@@ -88,9 +88,16 @@ void post_block(ThreadState* t, bool woken_by_program_thread) {
   t->blocked = false;
   uint64_t before_epoch = t->epoch;
   sync_epoch(t);
-  if (woken_by_program_thread && t->epoch == before_epoch) {
+  if (woken_by_program_thread) {
+    // The waker paid every delay inserted up to the wake before releasing
+    // this thread, so what was inserted while it waited is already part of
+    // its wait. When an experiment began meanwhile, that is everything the
+    // new experiment inserted so far (its debts before the block belonged
+    // to the old experiment and are forgiven).
     uint64_t global = shared().global_delay.load(std::memory_order_relaxed);
-    if (global > t->pre_block_global) t->local_delay += global - t->pre_block_global;
+    uint64_t since = t->epoch == before_epoch ? t->pre_block_global
+                                              : shared().epoch_start_global.load(std::memory_order_relaxed);
+    if (global > since) t->local_delay += global - since;
   }
   catch_up(t);
   t->busy.store(0, std::memory_order_release);

@@ -199,6 +199,35 @@ TEST_F(Delays, PayingIsDeferredWhileBlockedSoNothingIsPaidAndCreditedTwice) {
   EXPECT_EQ(sleeper.local_delay, shared().global_delay.load()) << "level with global, not ahead of it";
 }
 
+TEST_F(Delays, WokenWaitSpanningAnExperimentStartIsCreditedForTheNewExperiment) {
+  // An idle pool worker or a pthread_join blocked before the experiment
+  // began: its waker paid the new experiment's delays before releasing it.
+  ThreadState waker, sleeper;
+  sync_epoch(&sleeper);
+  pre_block(&sleeper);
+  Shared& s = shared();
+  s.epoch_start_global.store(s.global_delay.load());
+  s.epoch.fetch_add(1);  // a new experiment begins while the sleeper waits
+  add_hits(&waker, 4);   // 2 ms inserted in it
+  catch_up(&waker);
+  post_block(&sleeper, true);
+  EXPECT_EQ(g_slept_total, 0u) << "the waker's delay already held the sleeper back";
+  EXPECT_EQ(sleeper.local_delay, s.global_delay.load());
+}
+
+TEST_F(Delays, SelfBlockedWaitSpanningAnExperimentStartPaysOnlyTheNewExperiment) {
+  ThreadState other, sleeper;
+  sync_epoch(&sleeper);
+  add_hits(&other, 6);  // 3 ms owed in the old experiment, forgiven by the next
+  pre_block(&sleeper);
+  Shared& s = shared();
+  s.epoch_start_global.store(s.global_delay.load());
+  s.epoch.fetch_add(1);
+  add_hits(&other, 2);  // 1 ms inserted in the new one
+  post_block(&sleeper, false);
+  EXPECT_EQ(g_slept_total, 1000000u);
+}
+
 TEST_F(Delays, SelfBlockedThreadPaysAfterWaking) {
   ThreadState other, sleeper;
   sync_epoch(&sleeper);
