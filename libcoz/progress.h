@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,12 @@ class ProgressRegistry {
 
   ProgressTotals totals();
   bool empty();
+
+  // Around fork (see fork_prepare in runtime.cpp): the child keeps using
+  // the registry, so its lock must not be inherited held.
+  void fork_prepare() { mu_.lock(); }
+  void fork_parent() { mu_.unlock(); }
+  void fork_child() { new (&mu_) std::mutex(); }
 
   // Deltas between two snapshots, in the profile's terms.
   static std::vector<PointDelta> deltas(const ProgressTotals& before, const ProgressTotals& after);

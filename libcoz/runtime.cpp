@@ -339,15 +339,27 @@ void restore_signals() {
 
 // --- fork ---------------------------------------------------------------------
 
+// Every runtime lock the child goes on using is taken around fork, so that
+// none is inherited held by a thread that does not exist in the child (the
+// profiler thread, or another program thread in the middle of a hook). The
+// order is the one the runtime nests them in: objects, registry, signals,
+// progress. The line map and the profile writer are not among them: a child
+// never uses its parent's (a followed child builds its own, a dormant one
+// none), so a fork never waits for the profiler thread's DWARF reading.
 void fork_prepare() {
+  g_objects_lock.lock();
   g_registry_lock.lock();
   g_signal_lock.lock();
+  progress().fork_prepare();
 }
 void fork_parent() {
+  progress().fork_parent();
   g_signal_lock.unlock();
   g_registry_lock.unlock();
+  g_objects_lock.unlock();
 }
 void fork_child() {
+  progress().fork_child();
   g_signal_lock.reinit();
   g_registry_lock.reinit();
   g_objects_lock.reinit();
@@ -511,9 +523,15 @@ void runtime_init() {
   SamplerSettings settings;
   settings.period_ns = config.sample_period_ns;
   sampler_configure(settings);
-  pthread_key_create(&g_thread_key, end_thread);
+  // Once per process image: a followed child runs this again, and a second
+  // registration would run every fork handler twice (taking each lock twice).
+  static bool once = false;
+  if (!once) {
+    once = true;
+    pthread_key_create(&g_thread_key, end_thread);
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+  }
   install_signals();
-  pthread_atfork(fork_prepare, fork_parent, fork_child);
 
   shared().sampling.store(true);
   g_live_threads.store(1);

@@ -79,6 +79,25 @@ def test_fork_with_follow_children_names_the_childs_file_by_pid(tmp_path):
     assert summary["experiments"] == len(prof.experiments)
 
 
+def test_fork_tree_without_exec_under_follow_children(tmp_path):
+    # A parent forks a worker that forks a helper, and nobody execs: each
+    # followed child set the runtime up again, and its own fork must not find
+    # any runtime lock taken twice or inherited locked.
+    exe = procs(tmp_path)
+    plain, profiled = run_both([exe, "forktree"], coz_args=["--follow-children"],
+                               profile=tmp_path / "t.coz", timeout=60)
+    assert b"helper exited 2\n" in plain.stdout and b"worker exited 1\n" in plain.stdout
+    assert_same_behaviour(plain, profiled, sort_lines=True)
+    files = [str(tmp_path / "t.coz")] + sorted(glob.glob(str(tmp_path / "t.*.coz")))
+    assert len(files) == 3, files
+    pids = set()
+    for f in files:
+        (run,) = runs_of(f)
+        assert run[-1]["type"] == "shutdown", f
+        pids.add(run[0]["pid"])
+    assert len(pids) == 3
+
+
 def subprocess_report(paths):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.join(REPO, "python") + os.pathsep + env.get("PYTHONPATH", "")

@@ -5,6 +5,8 @@
  *   spawn  - posix_spawn of this program's "leaf"
  *   exec   - replaces itself with this program's "leaf"
  *   leaf   - computes, prints its result and exits 11
+ *   forktree - the parent forks a worker that forks a helper; nobody execs,
+ *            each process computes and waits for its child (prefork servers)
  * Output is deterministic and names no pid. */
 #include <coz.h>
 #include <spawn.h>
@@ -69,6 +71,28 @@ int main(int argc, char** argv) {
     report("child", status);
     printf("parent result %lu\n", mine);
     return 0;
+  }
+  if (!strcmp(mode, "forktree")) {
+    /* Three generations of fork without exec; each forks again after having
+     * computed a while with its own threads of the runtime running. */
+    const char* names[] = {"parent", "worker", "helper"};
+    int depth = 0;
+    unsigned long mine = parent_work(1500);
+    while (depth < 2) {
+      fflush(stdout);
+      pid_t pid = fork();
+      if (pid < 0) return 3;
+      if (pid == 0) {
+        depth++;
+        mine = child_work(1500);
+        continue;
+      }
+      waitpid(pid, &status, 0);
+      report(names[depth + 1], status);
+      break;
+    }
+    printf("%s result %lu\n", names[depth], mine);
+    return depth;
   }
   if (!strcmp(mode, "vfork")) {
     fflush(stdout);
