@@ -96,6 +96,7 @@ const Line* Profiler::symbolize(const SampleSlot& slot) {
 }
 
 void Profiler::drain() {
+  if (hooks_.poll_objects) hooks_.poll_objects();
   hooks_.for_each_thread([&](ThreadState* t) {
     uint32_t head = t->ring_head.load(std::memory_order_acquire);
     uint32_t tail = t->ring_tail.load(std::memory_order_relaxed);

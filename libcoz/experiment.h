@@ -52,6 +52,8 @@ struct ProfilerHooks {
   // Calls fn for each thread state (live or exited but not yet recycled),
   // then recycles the exited ones once drained.
   std::function<void(const std::function<void(ThreadState*)>&)> for_each_thread;
+  // Maps objects loaded since the last call (dlopen), if any.
+  std::function<void()> poll_objects;
 };
 
 class Profiler {

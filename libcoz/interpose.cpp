@@ -6,7 +6,6 @@
 //            meanwhile when another program thread released it (pre/post block)
 //   self   - waits on its own (time, I/O): pays its debt after it wakes
 // Logic lives in runtime.cpp and delays.cpp, never here.
-#include <dlfcn.h>
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -106,7 +105,6 @@ COZ_REAL_FN(select, nullptr)
 COZ_REAL_FN(pselect, nullptr)
 COZ_REAL_FN(epoll_wait, nullptr)
 COZ_REAL_FN(epoll_pwait, nullptr)
-COZ_REAL_FN(dlopen, nullptr)
 COZ_REAL_FN(_exit, nullptr)
 COZ_REAL_FN(_Exit, nullptr)
 
@@ -369,12 +367,10 @@ COZ_EXPORT int epoll_pwait(int fd, struct epoll_event* ev, int n, int timeout, c
 
 // ---- libraries and exit ----
 
-// New code may enter the binary scope.
-COZ_EXPORT void* dlopen(const char* file, int flags) noexcept {
-  void* handle = real_dlopen()(file, flags);
-  if (handle) coz::on_objects_loaded();
-  return handle;
-}
+// dlopen is not interposed: glibc searches a library's RUNPATH from the
+// object that called dlopen, which a wrapper would replace with libcoz. The
+// profiler thread notices new libraries itself (dl_iterate_phdr's counters).
+
 // Exit without atexit handlers: write the final records first.
 COZ_EXPORT void _exit(int status) {
   coz::on_fast_exit();

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -407,9 +408,9 @@ std::string self_exe() {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 }
 
-// Says, once per object and at a moment the program expects nothing on its
-// standard error mid-line (before main, or inside dlopen), which in-scope
-// objects have no line information. Libraries are named in one line.
+// Says once per object which in-scope objects have no line information
+// (before main, and when the profiler thread notices a new library).
+// Libraries are named in one line.
 std::set<std::string>* g_reported_no_debug = nullptr;
 void report_missing_debug_info() {
   if (!g_reported_no_debug) g_reported_no_debug = new std::set<std::string>();
@@ -434,6 +435,26 @@ void report_missing_debug_info() {
     raw_log("warning: %s", msg.c_str());
     g_writer->warning("no-debug-info", msg);
   }
+}
+
+// Called by the profiler thread between experiments and every few
+// milliseconds: maps objects loaded (dlopen) since the last look. Cheap when
+// nothing changed: dl_iterate_phdr's load counter is read from the first
+// object only.
+void poll_objects() {
+  static unsigned long long seen_adds = 0;
+  unsigned long long adds = seen_adds;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t size, void* data) -> int {
+        if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
+          *static_cast<unsigned long long*>(data) = info->dlpi_adds;
+        return 1;
+      },
+      &adds);
+  if (adds == seen_adds) return;
+  seen_adds = adds;
+  scan_objects();
+  report_missing_debug_info();
 }
 
 void* profiler_main(void*) {
@@ -470,7 +491,7 @@ void runtime_init() {
   scan_objects();
 
   uint64_t start_mono = now_mono();
-  ProfilerHooks hooks{for_each_thread};
+  ProfilerHooks hooks{for_each_thread, poll_objects};
   g_startup_written = false;
   g_early_warning[0] = '\0';
   g_writer = new ProfileWriter();  // opened below, once the options are known to be good
@@ -623,13 +644,6 @@ bool woken_through(int fd) {
   sockaddr_storage addr;
   socklen_t len = sizeof addr;
   return getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0 && addr.ss_family == AF_UNIX;
-}
-
-void on_objects_loaded() {
-  if (g_state.load() != kActive) return;
-  RuntimeGuard guard;
-  scan_objects();
-  report_missing_debug_info();
 }
 
 void on_fast_exit() {

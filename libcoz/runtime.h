@@ -66,8 +66,6 @@ ThreadStart* prepare_thread(void* (*fn)(void*), void* arg);  // in the creating 
 void* thread_trampoline(void* start);                        // start routine of the new thread
 void discard_thread_start(ThreadStart* start);               // pthread_create failed
 
-// After dlopen: map newly loaded objects.
-void on_objects_loaded();
 
 // _exit/_Exit in the profiled process: write the final records first.
 void on_fast_exit();
