@@ -107,6 +107,8 @@ const std::vector<Option>& options() {
        }},
       {"COZ_FOLLOW_CHILDREN", "0 or 1",
        [](const char* v, Config* c) { return parse_bool(v, &c->follow_children); }},
+      {"COZ_WARN_STDERR", "0 or 1",
+       [](const char* v, Config* c) { return parse_bool(v, &c->warn_stderr); }},
       {"COZ_LAUNCHER_PID", "a process id",
        [](const char* v, Config* c) {
          uint64_t n;

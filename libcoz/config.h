@@ -23,6 +23,7 @@ struct Config {
   uint64_t experiment_length_ns = 500000000;      // COZ_EXPERIMENT_LENGTH (0.5 s)
   int verbose = 0;                                // COZ_VERBOSE
   bool follow_children = false;                   // COZ_FOLLOW_CHILDREN
+  bool warn_stderr = true;                        // COZ_WARN_STDERR; 0: warnings go to the profile only
   long launcher_pid = 0;                          // COZ_LAUNCHER_PID; 0 = profile whoever loads us
 };
 

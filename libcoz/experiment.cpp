@@ -11,6 +11,7 @@
 
 #include "clock.h"
 #include "rawlog.h"
+#include "warnings.h"
 
 namespace coz {
 
@@ -210,8 +211,7 @@ void Profiler::write_final() {
     std::string msg =
         "no progress point was reached: add COZ_PROGRESS to the program (include <coz.h>), "
         "or give --progress file:line or --end-to-end";
-    raw_log("warning: %s", msg.c_str());
-    writer_->warning("no-progress-point", msg);
+    warn("no-progress-point", msg);
   }
   writer_->shutdown(r);
   final_written_.store(1, std::memory_order_release);

@@ -91,6 +91,7 @@ std::string ProfileWriter::format_startup(const StartupRecord& r) const {
   if (legacy_) return "startup\ttime=" + std::to_string(r.time_ns) + "\n";
   return "{\"type\":\"startup\",\"version\":1,\"time_ns\":" + std::to_string(r.time_ns) +
          ",\"pid\":" + std::to_string(r.pid) + ",\"argv0\":" + json_string(r.argv0) +
+         ",\"build_id\":" + (r.build_id.empty() ? "null" : json_string(r.build_id)) +
          ",\"mode\":" + json_string(r.mode) + ",\"sample_period_ns\":" + std::to_string(r.sample_period_ns) +
          ",\"experiment_length_ns\":" + std::to_string(r.experiment_length_ns) +
          ",\"sampler\":" + json_string(r.sampler) + ",\"binary_scope\":" + json_list(r.binary_scope) +

@@ -17,6 +17,7 @@ struct StartupRecord {
   uint64_t time_ns = 0;
   long pid = 0;
   std::string argv0;
+  std::string build_id;  // hex GNU build-id of the main executable; empty: none
   std::string mode;  // causal | fixed-line | end-to-end
   uint64_t sample_period_ns = 0;
   uint64_t experiment_length_ns = 0;

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "rawlog.h"
+#include "warnings.h"
 #include "sampler.h"
 #include "thread_state.h"
 
@@ -64,8 +64,9 @@ void ProgressRegistry::attach_thread(ThreadState* t) {
       close(static_cast<int>(fd));
       fd = -1;
       if (!breakpoints_dropped_.exchange(true))
-        raw_log("warning: open files reach half of the open-file limit (ulimit -n = %lu): threads started "
-                "from now on do not count --progress points", limit);
+        warn("breakpoints-dropped", "open files reach half of the open-file limit (ulimit -n = " +
+                                        std::to_string(limit) +
+                                        "): threads started from now on do not count --progress points");
     }
     t->bp_fds[i] = static_cast<int>(fd);
   }

@@ -1,6 +1,7 @@
 #include "runtime.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <link.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -28,6 +29,7 @@
 #include "rawlog.h"
 #include "real.h"
 #include "sampler.h"
+#include "warnings.h"
 
 COZ_REAL_FN(pthread_create, nullptr)
 COZ_REAL_FN(pthread_mutex_lock, nullptr)
@@ -61,11 +63,6 @@ Profiler* g_profiler = nullptr;
 pid_t g_pid = 0;
 pthread_key_t g_thread_key;
 std::atomic<bool> g_timer_announced{false};
-// The startup record opens a run: a warning of the main thread's start waits for it.
-// (Plain data: the library constructor may run before this file's static
-// initializers.)
-bool g_startup_written = false;
-char g_early_warning[512];
 // Program threads that have not ended yet (the main thread included). The
 // profiler thread is not one of them, but glibc counts it: when the last
 // program thread leaves with pthread_exit, glibc would wait for it forever
@@ -159,12 +156,9 @@ void begin_thread(ThreadState* t, bool inherited) {
   std::string why;
   SamplerKind kind = sampler_start(t, &why);
   if (kind == SamplerKind::kTimer && !g_timer_announced.exchange(true)) {
-    std::string msg = why + "; sampling with per-thread CPU timers instead";
-    raw_log("warning: %s", msg.c_str());
-    if (!g_startup_written) snprintf(g_early_warning, sizeof g_early_warning, "%s", msg.c_str());
-    else if (g_writer) g_writer->warning("perf-event-refused", msg);
+    warn("perf-event-refused", why + "; sampling with per-thread CPU timers instead");
   } else if (kind == SamplerKind::kNone) {
-    raw_log("warning: cannot sample thread %d: %s", static_cast<int>(t->tid), why.c_str());
+    warn("thread-not-sampled", "some threads cannot be sampled: " + why);
   }
   progress().attach_thread(t);
   register_state(t);
@@ -344,7 +338,7 @@ void restore_signals() {
 // none is inherited held by a thread that does not exist in the child (the
 // profiler thread, or another program thread in the middle of a hook). The
 // order is the one the runtime nests them in: objects, registry, signals,
-// progress. The line map and the profile writer are not among them: a child
+// progress, warnings. The line map and the profile writer are not among them: a child
 // never uses its parent's (a followed child builds its own, a dormant one
 // none), so a fork never waits for the profiler thread's DWARF reading.
 void fork_prepare() {
@@ -352,14 +346,17 @@ void fork_prepare() {
   g_registry_lock.lock();
   g_signal_lock.lock();
   progress().fork_prepare();
+  warnings_fork_prepare();
 }
 void fork_parent() {
+  warnings_fork_parent();
   progress().fork_parent();
   g_signal_lock.unlock();
   g_registry_lock.unlock();
   g_objects_lock.unlock();
 }
 void fork_child() {
+  warnings_fork_child();
   progress().fork_child();
   g_signal_lock.reinit();
   g_registry_lock.reinit();
@@ -402,6 +399,40 @@ std::string output_name(const Config& c, bool root) {
   return out + suffix;
 }
 
+// The GNU build-id of the main executable, in hex, read from its mapped
+// PT_NOTE segments; empty when it has none.
+std::string main_build_id() {
+  std::string out;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) -> int {
+        std::string* hex = static_cast<std::string*>(data);
+        for (int i = 0; i < info->dlpi_phnum; i++) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_NOTE) continue;
+          const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+          const char* end = p + ph.p_memsz;
+          while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr)* n = reinterpret_cast<const ElfW(Nhdr)*>(p);
+            const char* name = p + sizeof *n;
+            const unsigned char* desc = reinterpret_cast<const unsigned char*>(name + ((n->n_namesz + 3) & ~3u));
+            if (reinterpret_cast<const char*>(desc) + n->n_descsz > end) break;
+            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
+              static const char digits[] = "0123456789abcdef";
+              for (unsigned j = 0; j < n->n_descsz; j++) {
+                *hex += digits[desc[j] >> 4];
+                *hex += digits[desc[j] & 15];
+              }
+              return 1;
+            }
+            p = reinterpret_cast<const char*>(desc) + ((n->n_descsz + 3) & ~3u);
+          }
+        }
+        return 1;  // the first object is the main program
+      },
+      &out);
+  return out;
+}
+
 std::string self_exe() {
   char buf[4096];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -420,20 +451,17 @@ void report_missing_debug_info() {
   for (const std::string& path : g_lines->objects_without_debug_info()) {
     if (!g_reported_no_debug->insert(path).second) continue;
     if (path == exe) {
-      std::string msg = path + " has no debug information: rebuild it with -g (or install its debug symbols), "
-                               "or choose other binaries with --binary-scope";
-      raw_log("warning: %s", msg.c_str());
-      g_writer->warning("no-debug-info", msg);
+      warn("no-debug-info", path + " has no debug information: rebuild it with -g (or install its debug "
+                                   "symbols), or choose other binaries with --binary-scope");
     } else {
       libraries += (count++ ? ", " : "") + path;
     }
   }
   if (count) {
-    std::string msg = (count == 1 ? "1 in-scope library has" : std::to_string(count) + " in-scope libraries have") +
-                      " no debug information and cannot be profiled: " + libraries +
-                      " (install their debug symbols, or narrow --binary-scope)";
-    raw_log("warning: %s", msg.c_str());
-    g_writer->warning("no-debug-info", msg);
+    warn("no-debug-info",
+         (count == 1 ? "1 in-scope library has" : std::to_string(count) + " in-scope libraries have") +
+             " no debug information and cannot be profiled: " + libraries +
+             " (install their debug symbols, or narrow --binary-scope)");
   }
 }
 
@@ -492,8 +520,6 @@ void runtime_init() {
 
   uint64_t start_mono = now_mono();
   ProfilerHooks hooks{for_each_thread, poll_objects};
-  g_startup_written = false;
-  g_early_warning[0] = '\0';
   g_writer = new ProfileWriter();  // opened below, once the options are known to be good
   g_profiler = new Profiler(config, g_lines, g_writer, hooks);
   g_profiler->set_start_time(start_mono);
@@ -537,9 +563,9 @@ void runtime_init() {
   std::string path = output_name(config, root);
   if (!g_writer->open(path, config.format == "legacy", &error))
     fail_start(error, "choose another file with 'coz run -o PATH'");
+  warnings_configure(config.warn_stderr, nullptr);
   if (!shared().scope.load())
-    raw_log("warning: the binary scope (%s) matches no loaded object; nothing will be profiled",
-            scope_text().c_str());
+    warn("no-line-in-scope", "the binary scope (" + scope_text() + ") matches no loaded object; nothing will be profiled");
 
   SamplerSettings settings;
   settings.period_ns = config.sample_period_ns;
@@ -563,6 +589,7 @@ void runtime_init() {
   sr.time_ns = now_real();
   sr.pid = g_pid;
   sr.argv0 = self_exe();
+  sr.build_id = main_build_id();
   sr.mode = config.end_to_end ? "end-to-end" : config.fixed_line.empty() ? "causal" : "fixed-line";
   sr.sample_period_ns = config.sample_period_ns;
   sr.experiment_length_ns = config.experiment_length_ns;
@@ -572,8 +599,7 @@ void runtime_init() {
   sr.fixed_line = config.fixed_line;
   sr.fixed_speedup = config.fixed_speedup;
   g_writer->startup(sr);
-  g_startup_written = true;
-  if (g_early_warning[0]) g_writer->warning("perf-event-refused", g_early_warning);
+  warnings_configure(config.warn_stderr, g_writer);  // the warnings held so far follow the startup record
   report_missing_debug_info();
 
   // The profiler thread takes no signal of the program's.

@@ -17,6 +17,7 @@
 #include "profile_writer.h"
 #include "progress.h"
 #include "thread_state.h"
+#include "warnings.h"
 
 using namespace coz;
 
@@ -487,4 +488,38 @@ TEST(Writer, OpenFailureSaysWhy) {
   EXPECT_FALSE(w.open("/nonexistent-dir/p.coz", false, &err));
   EXPECT_NE(err.find("/nonexistent-dir/p.coz"), std::string::npos);
   EXPECT_NE(err.find("No such file"), std::string::npos);
+}
+
+TEST(Warnings, EachIsSaidOnceAndWaitsForTheProfile) {
+  char path[] = "/tmp/coz_warn_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  ProfileWriter w;
+  std::string err;
+  warnings_configure(false, nullptr);
+  warn("no-debug-info", "before the profile is open");
+  warn("no-debug-info", "before the profile is open");  // the same again: said once
+  ASSERT_TRUE(w.open(path, false, &err)) << err;
+  warnings_configure(false, &w);
+  warn("perf-event-refused", "after it");
+  warn("perf-event-refused", "after it");
+  warnings_configure(false, nullptr);
+  std::ifstream in(path);
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content,
+            "{\"type\":\"warning\",\"code\":\"no-debug-info\",\"message\":\"before the profile is open\"}\n"
+            "{\"type\":\"warning\",\"code\":\"perf-event-refused\",\"message\":\"after it\"}\n");
+  unlink(path);
+}
+
+TEST(Writer, StartupNamesTheBuild) {
+  ProfileWriter w;
+  StartupRecord r;
+  r.argv0 = "/bin/app";
+  r.build_id = "0a1b";
+  std::string s = w.format_startup(r);
+  EXPECT_NE(s.find("\"argv0\":\"/bin/app\",\"build_id\":\"0a1b\","), std::string::npos) << s;
+  r.build_id.clear();
+  EXPECT_NE(w.format_startup(r).find("\"build_id\":null,"), std::string::npos);
 }
