@@ -45,6 +45,19 @@ uint64_t adapt_length(uint64_t current_ns, uint64_t initial_ns, uint64_t min_vis
   return current_ns;
 }
 
+uint64_t least_visits(const std::vector<PointDelta>& progress, uint64_t experiment,
+                      std::map<std::string, uint64_t>* last_seen, bool* any) {
+  *any = !progress.empty();
+  uint64_t least = UINT64_MAX;
+  for (const PointDelta& d : progress) {
+    uint64_t v = d.latency ? d.arrivals : d.delta;
+    if (v > 0) (*last_seen)[d.name] = experiment;
+    auto it = last_seen->find(d.name);
+    if (it != last_seen->end() && experiment - it->second < kLiveExperiments) least = std::min(least, v);
+  }
+  return least == UINT64_MAX ? 0 : least;
+}
+
 Profiler::Profiler(const Config& config, LineMap* lines, ProfileWriter* writer, ProfilerHooks hooks)
     : config_(config),
       lines_(lines),
@@ -172,13 +185,8 @@ void Profiler::run_one_experiment(const Line* line, const std::vector<AddrRange>
             r.selected.c_str(), speedup, static_cast<unsigned long>(r.wall_ns / 1000000),
             static_cast<unsigned long>(r.selected_samples));
 
-  uint64_t min_visits = UINT64_MAX;
   bool any = false;
-  for (const PointDelta& d : r.progress) {
-    uint64_t v = d.latency ? d.arrivals : d.delta;
-    min_visits = std::min(min_visits, v);
-    any = true;
-  }
+  uint64_t min_visits = least_visits(r.progress, experiments_, &point_last_seen_, &any);
   length_ns_ = adapt_length(length_ns_, config_.experiment_length_ns, min_visits, any);
 }
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -28,6 +29,18 @@ int choose_speedup(uint32_t draw);
 // it saw more than 40x that.
 constexpr uint64_t kMinVisits = 5;
 uint64_t adapt_length(uint64_t current_ns, uint64_t initial_ns, uint64_t min_visits, bool any_point);
+
+// The visits an experiment's length adapts on: those of its least-visited
+// live point, a point being live when it advanced in one of the last
+// kLiveExperiments experiments (`last_seen`, name -> number of the last
+// experiment where it advanced, is kept up to date here). A point registered
+// but never reached (a --progress line of another mode of the program, a
+// COZ_BEGIN without its COZ_END) or one of a phase that is over must not
+// lengthen every experiment. 0 while no point is live; *any is false when no
+// point is registered at all.
+constexpr uint64_t kLiveExperiments = 8;
+uint64_t least_visits(const std::vector<PointDelta>& progress, uint64_t experiment,
+                      std::map<std::string, uint64_t>* last_seen, bool* any);
 
 // Recently sampled in-scope lines; choosing uniformly among the entries
 // chooses lines in proportion to their recent samples.
@@ -102,6 +115,7 @@ class Profiler {
   uint64_t total_samples_ = 0;
   uint64_t total_lost_ = 0;
   uint64_t total_dropped_ = 0;
+  std::map<std::string, uint64_t> point_last_seen_;
   std::atomic<uint32_t> stop_word_{0};
   std::atomic<uint32_t> final_written_{0};
   std::atomic<const char*> pending_reason_{nullptr};

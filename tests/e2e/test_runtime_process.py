@@ -1,9 +1,10 @@
 """The runtime inside the process it enters: what it says, how it names the
 build it profiles, and the resources it takes from the program."""
 
+import os
 import subprocess
 
-from conftest import coz_run, records
+from conftest import PROGRAMS, coz_run, records
 from hostile_common import preloaded_env
 
 
@@ -38,3 +39,24 @@ def test_warnings_go_to_the_profile_and_to_stderr_unless_the_launcher_collects_t
         assert said == (1 if to_stderr == "1" else 0), r.stderr
         warnings = [x for x in records(out) if x["type"] == "warning" and x["code"] == "no-debug-info"]
         assert len(warnings) == 1 and exe in warnings[0]["message"]
+
+
+def marker(program, text):
+    with open(os.path.join(PROGRAMS, program + ".c")) as f:
+        for n, line in enumerate(f, 1):
+            if f"/* {text} */" in line:
+                return f"{program}.c:{n}"
+    raise AssertionError(text)
+
+
+def test_a_point_not_reached_does_not_lengthen_experiments(build, tmp_path):
+    # FINAL is a registered --progress point that the loop never reaches; the
+    # frequent "round" point is what experiments adapt to.
+    exe = build("rare_point")
+    out = tmp_path / "r.coz"
+    r = coz_run(["-o", str(out), "--experiment-length", "50ms", "-p", marker("rare_point", "FINAL")], [exe, "2"])
+    assert r.returncode == 0, r.stderr.decode()
+    walls = [x["wall_ns"] for x in records(out) if x["type"] == "experiment" and not x["partial"]]
+    assert len(walls) >= 8, walls
+    # Doubling from 50 ms would reach 400 ms by the fourth experiment.
+    assert max(walls) < 150e6, walls

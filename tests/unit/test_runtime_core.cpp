@@ -341,6 +341,25 @@ TEST(Experiment, LengthDoublesWhenProgressIsRareAndShrinksBack) {
   EXPECT_EQ(adapt_length(init, init, 0, false), init) << "no progress point: nothing to adapt to";
 }
 
+TEST(Experiment, LengthAdaptsOnLivePointsOnly) {
+  std::map<std::string, uint64_t> seen;
+  bool any = false;
+  PointDelta often{"often", false, 300, 0, 0, 0}, never{"never", false, 0, 0, 0, 0};
+  EXPECT_EQ(least_visits({often, never}, 1, &seen, &any), 300u) << "a point never reached is not waited for";
+  EXPECT_TRUE(any);
+  PointDelta rare{"rare", false, 2, 0, 0, 0};
+  EXPECT_EQ(least_visits({often, rare}, 2, &seen, &any), 2u);
+  rare.delta = 0;
+  EXPECT_EQ(least_visits({often, rare}, 3, &seen, &any), 0u) << "a rare point that missed one experiment still counts";
+  uint64_t e = 3 + kLiveExperiments;
+  EXPECT_EQ(least_visits({often, rare}, e, &seen, &any), 300u) << "a point of a phase that is over stops counting";
+  PointDelta lat{"req", true, 0, 0, 0, 0};
+  std::map<std::string, uint64_t> none;
+  EXPECT_EQ(least_visits({lat}, 1, &none, &any), 0u) << "nothing visited yet: experiments grow";
+  EXPECT_EQ(least_visits({}, 1, &none, &any), 0u);
+  EXPECT_FALSE(any) << "no point registered";
+}
+
 TEST(Experiment, RecentLinesPickInProportionToSamples) {
   Line a{"/a.c", 1}, b{"/b.c", 2};
   RecentLines r(8);
