@@ -111,19 +111,14 @@ const Line* Profiler::symbolize(const SampleSlot& slot) {
 
 void Profiler::drain() {
   if (hooks_.poll_objects) hooks_.poll_objects();
+  // Under the registry lock only copy the samples out: symbolizing may read
+  // DWARF for seconds, and pthread_create and fork wait for that lock.
+  pending_.clear();
   hooks_.for_each_thread([&](ThreadState* t) {
     uint32_t head = t->ring_head.load(std::memory_order_acquire);
     uint32_t tail = t->ring_tail.load(std::memory_order_relaxed);
-    for (; tail != head; tail++) {
-      const Line* l = symbolize(t->ring[tail % kRingSlots]);
-      if (l) {
-        counts_since_write_[l]++;
-        recent_.add(l);
-      } else {
-        shared().out_of_scope.fetch_add(1, std::memory_order_relaxed);
-      }
-      t->ring_tail.store(tail + 1, std::memory_order_release);
-    }
+    for (; tail != head; tail++) pending_.push_back(t->ring[tail % kRingSlots]);
+    t->ring_tail.store(tail, std::memory_order_release);
     // Statistics, before an exited thread's state is recycled.
     uint64_t v = t->samples.load(std::memory_order_relaxed);
     total_samples_ += v - t->reported_samples;
@@ -135,6 +130,15 @@ void Profiler::drain() {
     total_dropped_ += v - t->reported_dropped;
     t->reported_dropped = v;
   });
+  for (const SampleSlot& slot : pending_) {
+    const Line* l = symbolize(slot);
+    if (l) {
+      counts_since_write_[l]++;
+      recent_.add(l);
+    } else {
+      shared().out_of_scope.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
 }
 
 void Profiler::run_one_experiment(const Line* line, const std::vector<AddrRange>& ranges, int speedup) {

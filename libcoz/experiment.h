@@ -85,9 +85,12 @@ class Profiler {
   void set_fixed(const Line* line, std::vector<AddrRange> ranges);
   void set_start_time(uint64_t mono_ns) { start_mono_ = mono_ns; }
 
+  // Takes every thread's pending samples and symbolizes them (the loop
+  // calls it every few milliseconds; public for tests).
+  void drain();
+
 
  private:
-  void drain();
   void wait_slice(uint64_t ns);
   bool stopping() const { return stop_word_.load(std::memory_order_acquire) != 0; }
   void run_one_experiment(const Line* line, const std::vector<AddrRange>& ranges, int speedup);
@@ -102,6 +105,7 @@ class Profiler {
   std::mt19937 rng_;
   RecentLines recent_;
   std::unordered_map<uintptr_t, const Line*> pc_cache_;
+  std::vector<SampleSlot> pending_;  // copied out of the threads' rings, to symbolize
   std::unordered_map<const Line*, uint64_t> counts_since_write_;
   uint64_t out_of_scope_written_ = 0;
   uint64_t samples_written_ = 0;
