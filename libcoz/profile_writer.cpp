@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "fds.h"
+
 namespace coz {
 
 std::string json_string(const std::string& s) {
@@ -59,7 +61,7 @@ ProfileWriter::~ProfileWriter() { close(); }
 bool ProfileWriter::open(const std::string& path, bool legacy, std::string* error) {
   std::lock_guard<std::mutex> g(mu_);
   legacy_ = legacy;
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  fd_ = move_fd_high(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (fd_ < 0) {
     *error = "cannot open the profile '" + path + "' for writing: " + strerror(errno);
     return false;

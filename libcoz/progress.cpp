@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "fds.h"
 #include "warnings.h"
 #include "sampler.h"
 #include "thread_state.h"
@@ -57,16 +58,13 @@ void ProgressRegistry::attach_thread(ThreadState* t) {
     attr.exclude_kernel = 1;
     attr.exclude_hv = 1;
     long fd = syscall(SYS_perf_event_open, &attr, t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
-    unsigned long limit = 0;
-    if (fd >= 0 && !fd_leaves_headroom(fd, &limit)) {
+    if (fd >= 0 && (fd = move_fd_high(static_cast<int>(fd))) < 0) {
       // The program's own open() must not fail because of us: this thread's
       // visits go uncounted (said once).
-      close(static_cast<int>(fd));
-      fd = -1;
       if (!breakpoints_dropped_.exchange(true))
-        warn("breakpoints-dropped", "open files reach half of the open-file limit (ulimit -n = " +
-                                        std::to_string(limit) +
-                                        "): threads started from now on do not count --progress points");
+        warn("breakpoints-dropped",
+             "the upper half of the open-file limit is full of the profiler's descriptors: threads started "
+             "from now on do not count --progress points");
     }
     t->bp_fds[i] = static_cast<int>(fd);
   }

@@ -24,6 +24,7 @@
 #endif
 
 #include "delays.h"
+#include "fds.h"
 
 namespace coz {
 
@@ -150,18 +151,6 @@ uint64_t sample_from_context(ThreadState* t, void* uc_void) {
 
 }  // namespace
 
-// Perf descriptors may use the lower half of the open-file soft limit only:
-// the rest is the program's, whose own open() must never fail because of us
-// (2,000 threads would otherwise take all 1,024 descriptors of the default
-// limit). Descriptors are allocated lowest first, so a descriptor number at
-// or above the line means the table is already that full.
-bool fd_leaves_headroom(long fd, unsigned long* soft_limit) {
-  rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return true;
-  *soft_limit = rl.rlim_cur;
-  return static_cast<rlim_t>(fd) < rl.rlim_cur / 2;
-}
-
 int sample_signal() { return SIGRTMAX - 3; }
 
 void sampler_configure(const SamplerSettings& s) { g_settings = s; }
@@ -183,11 +172,11 @@ SamplerKind sampler_start(ThreadState* t, std::string* why) {
   attr.wakeup_events = g_settings.batch;
   attr.disabled = 1;
   long fd = perf_event_open(&attr, t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
-  unsigned long soft_limit = 0;
-  if (fd >= 0 && !fd_leaves_headroom(fd, &soft_limit)) {
-    close(static_cast<int>(fd));
-    *why = "open files reach half of the open-file limit (ulimit -n = " + std::to_string(soft_limit) +
-           "), the other half is left to the program";
+  if (fd >= 0 && (fd = move_fd_high(static_cast<int>(fd))) < 0) {
+    rlimit rl{};
+    getrlimit(RLIMIT_NOFILE, &rl);
+    *why = "the upper half of the open-file limit (ulimit -n = " + std::to_string(rl.rlim_cur) +
+           ") is full of the profiler's descriptors, the lower half is left to the program";
   } else if (fd >= 0) {
     size_t len = (1 + kDataPages) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
     void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, static_cast<int>(fd), 0);

@@ -45,10 +45,6 @@ void process_samples(ThreadState* t);
 // Safe in signal context.
 void process_timer_sample(ThreadState* t, void* ucontext);
 
-// Whether descriptor `fd` still leaves the upper half of the open-file soft
-// limit to the program (perf descriptors use the lower half only).
-bool fd_leaves_headroom(long fd, unsigned long* soft_limit);
-
 // Whether any thread fell back to the timer sampler (for the startup record).
 bool sampler_uses_timer();
 

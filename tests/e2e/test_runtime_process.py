@@ -60,3 +60,19 @@ def test_a_point_not_reached_does_not_lengthen_experiments(build, tmp_path):
     assert len(walls) >= 8, walls
     # Doubling from 50 ms would reach 400 ms by the fourth experiment.
     assert max(walls) < 150e6, walls
+
+
+def test_program_that_takes_over_low_descriptors_keeps_its_profile(build, tmp_path):
+    # dup2 onto 3..63 then close them all: the profiler's descriptors live
+    # higher, so the profile and the samplers survive.
+    exe = build("hostile_fds")
+    out = tmp_path / "f.coz"
+    r = coz_run(["-o", str(out), "--experiment-length", "50ms"], [exe, "1"])
+    assert r.returncode == 0 and r.stdout.startswith(b"hostile_fds cpu_ms="), r.stderr.decode()
+    cpu_ms = int(r.stdout.split(b"=")[1])
+    recs = records(out)
+    assert recs[-1]["type"] == "shutdown"
+    exps = [x for x in recs if x["type"] == "experiment"]
+    assert len(exps) >= 8 and sum(p["delta"] for x in exps for p in x["progress"]) > 0
+    # One sample per millisecond of CPU time: sampling went on after the takeover.
+    assert recs[-1]["samples"] > 0.8 * cpu_ms, (recs[-1]["samples"], cpu_ms)

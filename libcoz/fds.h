@@ -1,0 +1,21 @@
+// The runtime's own file descriptors (profile, perf events, breakpoints)
+// live high in the descriptor table, away from the numbers a program uses:
+// programs allocate lowest-first, and `dup2(fd, 5)` or a loop closing 3..20
+// before exec must not hit ours. They also never take more than the upper
+// half of the open-file soft limit, so that the program's own open() fails
+// no sooner than without the profiler.
+#pragma once
+
+namespace coz {
+
+// The lowest descriptor number the runtime uses: half the soft limit, at
+// most 4096 (a very high limit must not make the kernel grow the table).
+int runtime_fd_base();
+
+// Moves `fd` to the lowest free number at or above runtime_fd_base(), with
+// close-on-exec, and closes the original (a descriptor already there stays
+// as it is; open it with O_CLOEXEC). Returns the descriptor, or -1 (errno
+// set, `fd` closed) when no number is free there.
+int move_fd_high(int fd);
+
+}  // namespace coz

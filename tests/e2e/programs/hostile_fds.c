@@ -1,0 +1,34 @@
+/* A program that takes over the low descriptor numbers mid-run, as daemons
+ * and shells do: dup2 of /dev/null onto 3..63, then closes them all, then
+ * computes with a progress point. Prints the CPU time it used.
+ * Usage: hostile_fds SECONDS */
+#include <coz.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char** argv) {
+  double seconds = argc > 1 ? atof(argv[1]) : 1.0;
+  int devnull = open("/dev/null", O_RDWR);
+  for (int fd = 3; fd < 64; fd++)
+    if (fd != devnull) dup2(devnull, fd);
+  for (int fd = 3; fd < 64; fd++) close(fd);
+  unsigned long x = 7933;
+  double end = now() + seconds;
+  while (now() < end) {
+    for (int i = 0; i < 20000; i++) { x = x * 6364136223846793005ul + 1442695040888963407ul; __asm__ volatile("" : "+r"(x)); } /* HOT */
+    COZ_PROGRESS_NAMED("round");
+  }
+  struct timespec cpu;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+  printf("hostile_fds cpu_ms=%ld\n", (long)(cpu.tv_sec * 1000 + cpu.tv_nsec / 1000000));
+  return 0;
+}
