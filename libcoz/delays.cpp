@@ -46,12 +46,12 @@ void sync_epoch(ThreadState* t) {
   }
 }
 
-void add_hits(ThreadState* t, uint64_t hits) {
-  if (!hits || !shared().paying.load(std::memory_order_acquire)) return;
-  uint64_t per_hit = shared().delay_per_hit_ns.load(std::memory_order_relaxed);
-  if (!per_hit) return;
+void add_hits(ThreadState* t, uint64_t weight_ns) {
+  if (!weight_ns || !shared().paying.load(std::memory_order_acquire)) return;
+  uint64_t pct = shared().speedup_pct.load(std::memory_order_relaxed);
+  if (!pct) return;
   sync_epoch(t);
-  t->local_delay += hits * per_hit;
+  t->local_delay += weight_ns * pct / 100;
   raise_global(t->local_delay);
 }
 

@@ -5,7 +5,7 @@
 // interposed calls of that thread.
 //
 // Model (COZ paper, section 3): while line L is sped up by s, each sample of
-// a thread whose first in-scope frame is L adds s x period to that thread's
+// a thread whose first in-scope frame is L adds s x its period to that thread's
 // local delay; the global delay is the largest local delay. A thread whose
 // local delay is behind the global one pauses for the difference. A thread
 // woken by another is credited with the delay inserted while it waited (its
@@ -30,8 +30,9 @@ void set_pause_fn(PauseFn fn);
 // inserted since the experiment began.
 void sync_epoch(ThreadState* t);
 
-// The thread ran the selected line `hits` times: earn the delay.
-void add_hits(ThreadState* t, uint64_t hits);
+// Samples of the selected line standing for `weight_ns` of the thread's CPU
+// time: earn speedup x weight of delay.
+void add_hits(ThreadState* t, uint64_t weight_ns);
 
 // Pays what the thread owes: pauses global - local (less banked excess).
 // The caller holds t->busy (process_samples does), or is a test.

@@ -92,21 +92,28 @@ void Profiler::wait_slice(uint64_t ns) {
   if (!stopping()) futex_wait(&stop_word_, 0, ns);
 }
 
-const Line* Profiler::symbolize(const SampleSlot& slot) {
-  for (uint32_t i = 0; i < slot.n; i++) {
-    uintptr_t pc = slot.pcs[i];
-    auto it = pc_cache_.find(pc);
-    const Line* l;
-    if (it != pc_cache_.end()) {
-      l = it->second;
-    } else {
-      l = lines_->lookup(pc);
-      if (pc_cache_.size() > (1u << 20)) pc_cache_.clear();
-      pc_cache_.emplace(pc, l);
-    }
-    if (l) return l;
-  }
+const Line* Profiler::line_of(uintptr_t pc) {
+  auto it = pc_cache_.find(pc);
+  if (it != pc_cache_.end()) return it->second;
+  const Line* l = lines_->lookup(pc);
+  if (pc_cache_.size() > (1u << 20)) pc_cache_.clear();
+  pc_cache_.emplace(pc, l);
+  return l;
+}
+
+const Line* Profiler::symbolize(const Sample& smp) {
+  // The first frame with a line in scope: the same frame the sample
+  // handler's hit test looks at (see Shared::scope).
+  for (uint32_t i = 0; i < smp.n; i++)
+    if (const Line* l = line_of(smp.pcs[i])) return l;
   return nullptr;
+}
+
+void Profiler::publish_scope() {
+  uint64_t v = lines_->attributable_version();
+  if (v == scope_version_) return;
+  scope_version_ = v;
+  shared().scope.store(make_range_set(lines_->attributable_ranges()), std::memory_order_release);
 }
 
 void Profiler::drain() {
@@ -115,37 +122,42 @@ void Profiler::drain() {
   // DWARF for seconds, and pthread_create and fork wait for that lock.
   pending_.clear();
   hooks_.for_each_thread([&](ThreadState* t) {
-    uint32_t head = t->ring_head.load(std::memory_order_acquire);
-    uint32_t tail = t->ring_tail.load(std::memory_order_relaxed);
-    for (; tail != head; tail++) pending_.push_back(t->ring[tail % kRingSlots]);
-    t->ring_tail.store(tail, std::memory_order_release);
+    Sample smp;
+    while (t->ring.pop(&smp)) pending_.push_back(smp);
     // Statistics, before an exited thread's state is recycled.
-    uint64_t v = t->samples.load(std::memory_order_relaxed);
-    total_samples_ += v - t->reported_samples;
-    t->reported_samples = v;
-    v = t->lost_records.load(std::memory_order_relaxed);
-    total_lost_ += v - t->reported_lost;
-    t->reported_lost = v;
-    v = t->dropped_samples.load(std::memory_order_relaxed);
-    total_dropped_ += v - t->reported_dropped;
-    t->reported_dropped = v;
+    auto take = [](std::atomic<uint64_t>& counter, uint64_t* reported, uint64_t* total) {
+      uint64_t v = counter.load(std::memory_order_relaxed);
+      *total += v - *reported;
+      *reported = v;
+    };
+    take(t->samples, &t->reported_samples, &total_samples_);
+    take(t->lost_records, &t->reported_lost, &total_lost_);
+    take(t->dropped_samples, &t->reported_dropped, &total_dropped_);
+    take(t->skipped_records, &t->reported_skipped, &total_skipped_);
   });
-  for (const SampleSlot& slot : pending_) {
-    const Line* l = symbolize(slot);
-    if (l) {
-      counts_since_write_[l]++;
-      recent_.add(l);
-    } else {
-      shared().out_of_scope.fetch_add(1, std::memory_order_relaxed);
+  for (const Sample& smp : pending_) {
+    if (smp.flags & kSampleTruncated) truncated_++;
+    const Line* l = symbolize(smp);
+    if (!l) {
+      out_of_scope_++;
+      continue;
     }
+    counts_since_write_[l]++;
+    // Line choice draws from samples taken while no experiment paused the
+    // other threads: during a sped-up experiment or its cool-off, the
+    // selected line's thread runs while the others sleep, and its line would
+    // be over-represented (chosen again and again).
+    if (!(smp.flags & kSampleDelaying)) recent_.add(l);
+    recent_all_.add(l);
   }
+  publish_scope();
 }
 
 void Profiler::run_one_experiment(const Line* line, const std::vector<AddrRange>& ranges, int speedup) {
   Shared& s = shared();
   const RangeSet* set = make_range_set(ranges);
   ProgressTotals before = progress().totals();
-  s.delay_per_hit_ns.store(config_.sample_period_ns * static_cast<uint64_t>(speedup) / 100);
+  s.speedup_pct.store(static_cast<uint32_t>(speedup));
   s.selected_samples.store(0);
   uint64_t g0 = s.global_delay.load();
   s.epoch_start_global.store(g0, std::memory_order_relaxed);
@@ -200,9 +212,8 @@ void Profiler::write_periodic() {
   for (auto& c : counts_since_write_) counts.emplace_back(c.first->name(), c.second);
   std::sort(counts.begin(), counts.end());
   counts_since_write_.clear();
-  uint64_t oos = shared().out_of_scope.load();
-  writer_->samples(counts, oos - out_of_scope_written_);
-  out_of_scope_written_ = oos;
+  writer_->samples(counts, out_of_scope_ - out_of_scope_written_);
+  out_of_scope_written_ = out_of_scope_;
   uint64_t elapsed = now_mono() - start_mono_;
   uint64_t delay = shared().global_delay.load();
   writer_->runtime(elapsed > delay ? elapsed - delay : 0);
@@ -218,6 +229,8 @@ void Profiler::write_final() {
   r.samples = total_samples_;
   r.lost_records = total_lost_;
   r.dropped_samples = total_dropped_;
+  r.skipped_records = total_skipped_;
+  r.truncated_stacks = truncated_;
   r.experiments = experiments_;
   if (progress().empty()) {
     std::string msg =
@@ -230,17 +243,25 @@ void Profiler::write_final() {
   futex_wake(&final_written_);
 }
 
+const Line* Profiler::pick_line() {
+  uint32_t draw = static_cast<uint32_t>(rng_());
+  // Only while no undisturbed sample exists yet (a --fixed-speedup run
+  // delays in every experiment) do disturbed ones count.
+  return recent_.size() ? recent_.pick(draw) : recent_all_.pick(draw);
+}
+
 void Profiler::run() {
   Shared& s = shared();
   while (!stopping()) {
     drain();
-    const Line* line = fixed_ ? fixed_ : recent_.pick(static_cast<uint32_t>(rng_()));
+    const Line* line = fixed_ ? fixed_ : pick_line();
     if (!line) {
       wait_slice(kSliceNs);
       continue;
     }
     std::vector<AddrRange> ranges = fixed_ ? fixed_ranges_ : lines_->ranges_of(line);
     int speedup = config_.fixed_speedup >= 0 ? config_.fixed_speedup : choose_speedup(static_cast<uint32_t>(rng_()));
+    publish_scope();  // ranges_of read every in-scope table: the hit test now sees exactly what is attributed
     run_one_experiment(line, ranges, speedup);
     if (config_.end_to_end || stopping()) break;
     write_periodic();

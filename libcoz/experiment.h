@@ -88,6 +88,9 @@ class Profiler {
   // Takes every thread's pending samples and symbolizes them (the loop
   // calls it every few milliseconds; public for tests).
   void drain();
+  // The line of the next experiment without --fixed-line: one of the recent
+  // samples' lines, drawn in proportion to their samples.
+  const Line* pick_line();
 
 
  private:
@@ -96,16 +99,22 @@ class Profiler {
   void run_one_experiment(const Line* line, const std::vector<AddrRange>& ranges, int speedup);
   void write_periodic();
   void write_final();
-  const Line* symbolize(const SampleSlot& slot);
+  const Line* line_of(uintptr_t pc);
+  const Line* symbolize(const Sample& smp);
+  void publish_scope();
 
   Config config_;
   LineMap* lines_;
   ProfileWriter* writer_;
   ProfilerHooks hooks_;
   std::mt19937 rng_;
-  RecentLines recent_;
+  RecentLines recent_;      // lines of samples taken while no delay was inserted
+  RecentLines recent_all_;  // of every sample
   std::unordered_map<uintptr_t, const Line*> pc_cache_;
-  std::vector<SampleSlot> pending_;  // copied out of the threads' rings, to symbolize
+  std::vector<Sample> pending_;  // copied out of the threads' rings, to symbolize
+  uint64_t scope_version_ = UINT64_MAX;
+  uint64_t out_of_scope_ = 0;
+  uint64_t truncated_ = 0;
   std::unordered_map<const Line*, uint64_t> counts_since_write_;
   uint64_t out_of_scope_written_ = 0;
   uint64_t samples_written_ = 0;
@@ -119,6 +128,7 @@ class Profiler {
   uint64_t total_samples_ = 0;
   uint64_t total_lost_ = 0;
   uint64_t total_dropped_ = 0;
+  uint64_t total_skipped_ = 0;
   std::map<std::string, uint64_t> point_last_seen_;
   std::atomic<uint32_t> stop_word_{0};
   std::atomic<uint32_t> final_written_{0};

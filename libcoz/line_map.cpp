@@ -271,6 +271,7 @@ struct LineMap::Impl {
   mutable std::mutex reg_mu;
   std::vector<std::unique_ptr<Object>> objects;
   std::atomic<uint64_t> generation{0};
+  std::atomic<uint64_t> attributable_version{0};  // generation + tables built + debug info checked
 
   // --- queries (query_mu) ---
   std::mutex query_mu;
@@ -361,6 +362,7 @@ struct LineMap::Impl {
   void open_debug(Object* o) {
     if (o->debug_opened) return;
     o->debug_opened = true;
+    attributable_version.fetch_add(1, std::memory_order_release);
     if (!debuginfo_path.empty()) {
       debuginfo_path_ptr = &debuginfo_path[0];
       callbacks.debuginfo_path = &debuginfo_path_ptr;
@@ -399,6 +401,7 @@ struct LineMap::Impl {
   void build(Object* o) {
     if (o->table_built) return;
     o->table_built = true;
+    attributable_version.fetch_add(1, std::memory_order_release);
     open_debug(o);
     if (!o->has_line_info) {
       release_debug(o);
@@ -528,6 +531,7 @@ bool LineMap::add_object(const std::string& given_path, uintptr_t load_bias, boo
   }
   impl_->objects.push_back(std::move(obj));
   impl_->generation.fetch_add(1, std::memory_order_release);
+  impl_->attributable_version.fetch_add(1, std::memory_order_release);
   return true;
 }
 
@@ -539,6 +543,25 @@ std::vector<AddrRange> LineMap::in_scope_text() const {
   }
   merge_ranges(&out);
   return out;
+}
+
+std::vector<AddrRange> LineMap::attributable_ranges() {
+  std::lock_guard<std::mutex> lk(impl_->query_mu);
+  impl_->refresh();
+  std::vector<AddrRange> out;
+  for (Object* o : impl_->snapshot) {
+    if (o->table_built) {
+      for (const Entry& e : o->table) out.push_back({e.start, e.end});
+    } else if (!o->debug_opened || o->has_line_info) {
+      for (const AddrRange& r : o->text_vaddr) out.push_back({r.start + o->bias, r.end + o->bias});
+    }
+  }
+  merge_ranges(&out);
+  return out;
+}
+
+uint64_t LineMap::attributable_version() const {
+  return impl_->attributable_version.load(std::memory_order_acquire);
 }
 
 const Line* LineMap::lookup(uintptr_t pc) {

@@ -48,6 +48,15 @@ class LineMap {
   // Executable address ranges of all in-scope objects (run-time addresses).
   std::vector<AddrRange> in_scope_text() const;
 
+  // The addresses a sample can be attributed to: for objects whose line
+  // table is built, the code that has a line in the source scope; for the
+  // others, all their executable code (until their table is read). Objects
+  // known to have no line information contribute nothing. Sorted, merged.
+  std::vector<AddrRange> attributable_ranges();
+  // Changes whenever attributable_ranges() would: an object added, a table
+  // built. Cheap, lock-free.
+  uint64_t attributable_version() const;
+
   // PC (run-time address) to line; nullptr when the PC is outside in-scope
   // objects, has no line information, or its file is outside the source
   // scope. Builds each object's table on first use.

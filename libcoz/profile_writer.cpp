@@ -168,6 +168,8 @@ std::string ProfileWriter::format_shutdown(const ShutdownRecord& r) const {
   return "{\"type\":\"shutdown\",\"time_ns\":" + std::to_string(r.time_ns) + ",\"reason\":" + json_string(r.reason) +
          ",\"samples\":" + std::to_string(r.samples) + ",\"lost_records\":" + std::to_string(r.lost_records) +
          ",\"dropped_samples\":" + std::to_string(r.dropped_samples) +
+         ",\"skipped_records\":" + std::to_string(r.skipped_records) +
+         ",\"truncated_stacks\":" + std::to_string(r.truncated_stacks) +
          ",\"experiments\":" + std::to_string(r.experiments) + "}\n";
 }
 

@@ -54,6 +54,8 @@ struct ShutdownRecord {
   uint64_t samples = 0;
   uint64_t lost_records = 0;
   uint64_t dropped_samples = 0;
+  uint64_t skipped_records = 0;
+  uint64_t truncated_stacks = 0;
   uint64_t experiments = 0;
 };
 

@@ -128,7 +128,7 @@ void for_each_thread(const std::function<void(ThreadState*)>& fn) {
   // Recycle threads that have exited and whose samples were just drained.
   size_t keep = 0;
   for (ThreadState* t : v) {
-    if (t->state.load() == 2 && t->ring_head.load() == t->ring_tail.load()) {
+    if (t->state.load() == 2 && t->ring.empty()) {
       t->next_free = g_free;
       g_free = t;
     } else {
@@ -212,7 +212,7 @@ void scan_objects() {
         return 0;
       },
       &ctx);
-  if (ctx.changed) shared().scope.store(make_range_set(g_lines->in_scope_text()), std::memory_order_release);
+  if (ctx.changed) shared().scope.store(make_range_set(g_lines->attributable_ranges()), std::memory_order_release);
 }
 
 // --- signals ----------------------------------------------------------------
@@ -273,9 +273,9 @@ void on_sample_signal(int sig, siginfo_t* si, void* uc) {
   bool from_poll = si->si_code == POLL_IN || si->si_code == POLL_HUP || si->si_code == POLL_MSG ||
                    si->si_code == POLL_ERR || si->si_code == POLL_PRI || si->si_code == POLL_OUT;
   if (si->si_code == SI_TIMER && t && t->has_timer && si->si_value.sival_ptr == t) {
-    process_timer_sample(t, uc);
+    process_timer_sample(t, uc, si->si_overrun);
   } else if (from_poll && t && t->perf_fd >= 0 && si->si_fd == t->perf_fd) {
-    process_samples(t);
+    process_samples(t, uc);
   } else {
     // The program's own: its timers, its O_ASYNC descriptors, sigqueue, kill.
     struct sigaction& pa = g_program_action[sig];

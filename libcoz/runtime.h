@@ -40,7 +40,7 @@ inline ThreadState* hooked_thread() {
 inline void hook_wake() {  // before this thread releases another: catch up on own samples and debts
   if (ThreadState* t = hooked_thread()) {
     int e = errno;
-    process_samples(t);
+    process_samples(t, nullptr);
     errno = e;
   }
 }

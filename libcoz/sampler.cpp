@@ -41,36 +41,34 @@ long perf_event_open(perf_event_attr* attr, pid_t pid, int cpu, int group, unsig
 
 pid_t gettid_raw() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 
-// [sig] Records one sample given its frames (innermost first; frames after
-// the first are return addresses).
-void record_sample(ThreadState* t, const uintptr_t* frames, size_t n, uint64_t* hits) {
+// [sig] Counts the sample and hands it to the profiler thread. Hit test: the
+// first frame in the published scope is the sample's first in-scope frame
+// (the profiler thread attributes the sample to the same frame's line); the
+// sample is a hit when that frame lies in the selected line. Returns the CPU
+// time the hit stands for (0: no hit).
+uint64_t record_sample(ThreadState* t, Sample* smp) {
   Shared& s = shared();
-  const RangeSet* scope = s.scope.load(std::memory_order_acquire);
-  SampleSlot slot;
-  slot.n = 0;
-  for (size_t i = 0; i < n && slot.n < kSlotFrames; i++) {
-    uintptr_t pc = frames[i];
-    if (i > 0 && pc) pc -= 1;  // a return address: look up the call instruction
-    if (scope && scope->contains(pc)) slot.pcs[slot.n++] = pc;
-  }
   t->samples.fetch_add(1, std::memory_order_relaxed);
-  if (slot.n == 0) {
-    s.out_of_scope.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
+  uint64_t hit_ns = 0;
   const RangeSet* sel = s.selected.load(std::memory_order_acquire);
-  if (sel && sel->contains(slot.pcs[0])) {
-    (*hits)++;
-    s.selected_samples.fetch_add(1, std::memory_order_relaxed);
+  const RangeSet* scope = s.scope.load(std::memory_order_acquire);
+  if (sel && scope) {
+    for (uint32_t i = 0; i < smp->n; i++) {
+      if (!scope->contains(smp->pcs[i])) continue;
+      if (sel->contains(smp->pcs[i])) {
+        // The line's cost in wall time: its CPU time, and the time the
+        // thread waited for a CPU meanwhile (a faster line would have needed
+        // less of both).
+        hit_ns = smp->weight_ns + smp->wait_ns;
+        s.selected_samples.fetch_add(1, std::memory_order_relaxed);
+      }
+      break;
+    }
   }
-  uint32_t head = t->ring_head.load(std::memory_order_relaxed);
-  uint32_t tail = t->ring_tail.load(std::memory_order_acquire);
-  if (head - tail >= kRingSlots) {
-    t->dropped_samples.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  t->ring[head % kRingSlots] = slot;
-  t->ring_head.store(head + 1, std::memory_order_release);
+  if (s.paying.load(std::memory_order_relaxed) && s.speedup_pct.load(std::memory_order_relaxed))
+    smp->flags |= kSampleDelaying;
+  if (!t->ring.push(*smp)) t->dropped_samples.fetch_add(1, std::memory_order_relaxed);
+  return hit_ns;
 }
 
 // [sig] Copies `len` bytes at ring offset `off`, handling wrap-around.
@@ -81,79 +79,172 @@ void ring_copy(const char* data, size_t size, uint64_t off, void* dst, size_t le
   if (first < len) memcpy(static_cast<char*>(dst) + first, data, len - first);
 }
 
-// [sig] Reads every complete record in the perf ring buffer.
-uint64_t drain_perf(ThreadState* t) {
+uint64_t ring_word(const char* data, size_t size, uint64_t off) {
+  uint64_t v;
+  ring_copy(data, size, off, &v, sizeof v);
+  return v;
+}
+
+// [sig] The callchain of the interrupted context, unwound with the DWARF
+// call frame information (libunwind): right in code built without frame
+// pointers, where the kernel's frame-pointer callchain skips the caller of a
+// frameless function (memcpy, strlen, any -O2 leaf) and loses track beyond.
+// False when it yields nothing (no libunwind, or no unwind information).
+bool unwind_context(void* uc_void, Sample* smp) {
+  smp->n = 0;
+#if COZ_HAVE_LIBUNWIND
+  unw_cursor_t cursor;
+  if (unw_init_local2(&cursor, static_cast<unw_context_t*>(uc_void), UNW_INIT_SIGNAL_FRAME) != 0) return false;
+  do {
+    unw_word_t ip;
+    if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+    if (smp->n == kMaxFrames) {
+      smp->flags |= kSampleTruncated;
+      break;
+    }
+    smp->pcs[smp->n] = smp->n ? ip - 1 : ip;  // return addresses: look up the call instruction
+    smp->n++;
+  } while (unw_step(&cursor) > 0);
+#else
+  (void)uc_void;
+#endif
+  return smp->n > 0;
+}
+
+uintptr_t context_ip(void* uc) {
+  return static_cast<uintptr_t>(static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_RIP]);
+}
+
+// [sig] Reads every complete record in the perf ring buffer. Returns the CPU
+// time of the hits among them. `uc`, when given, is the context the sample
+// signal interrupted: it is the thread's state at its newest sample (the
+// kernel signals at each sample, on the way back to user mode), so that
+// sample's callchain is unwound from it with the CFI rather than taken from
+// the kernel's frame pointers.
+uint64_t drain_perf(ThreadState* t, void* uc) {
   perf_event_mmap_page* page = t->page;
   if (!page) return 0;
   const char* data = reinterpret_cast<const char*>(page) + page->data_offset;
   const size_t size = page->data_size;
   uint64_t head = __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE);
   uint64_t tail = page->data_tail;
-  uint64_t hits = 0;
-  alignas(8) char buf[1024];
+  uint64_t hit_ns = 0;
+  Sample smp;
   while (tail < head) {
     perf_event_header hdr;
     ring_copy(data, size, tail, &hdr, sizeof hdr);
-    if (hdr.size < sizeof hdr || tail + hdr.size > head) break;
-    if (hdr.type == PERF_RECORD_SAMPLE && hdr.size <= sizeof buf) {
-      ring_copy(data, size, tail, buf, hdr.size);
-      // Layout for PERF_SAMPLE_IP | PERF_SAMPLE_CALLCHAIN: ip, nr, ips[nr].
-      const uint64_t* p = reinterpret_cast<const uint64_t*>(buf + sizeof hdr);
-      uint64_t ip = p[0];
-      uint64_t nr = p[1];
-      const uint64_t* ips = p + 2;
-      uintptr_t frames[32];
-      size_t n = 0;
-      frames[n++] = ip;
-      bool seen_ip = false;
-      for (uint64_t i = 0; i < nr && n < 32; i++) {
-        if (ips[i] >= static_cast<uint64_t>(PERF_CONTEXT_MAX)) continue;  // context markers
-        if (!seen_ip) {
-          seen_ip = true;
-          if (ips[i] == ip) continue;  // the callchain repeats the sampled ip first
-        }
-        frames[n++] = ips[i];
+    if (hdr.size < sizeof hdr || tail + hdr.size > head) {
+      // Not a whole record: nothing after it can be trusted either.
+      t->skipped_records.fetch_add(1, std::memory_order_relaxed);
+      tail = head;
+      break;
+    }
+    const uint64_t body = tail + sizeof hdr;
+    const uint64_t words = (hdr.size - sizeof hdr) / sizeof(uint64_t);
+    if (hdr.type == PERF_RECORD_SAMPLE) {
+      // Layout for PERF_SAMPLE_IP | TIME | PERIOD | CALLCHAIN: ip, time,
+      // period, nr, ips[nr]. Read in place: a record can be as long as the
+      // kernel's callchain limit allows.
+      uint64_t nr = words >= 4 ? ring_word(data, size, body + 24) : 0;
+      if (words < 4 || nr > words - 4) {
+        t->skipped_records.fetch_add(1, std::memory_order_relaxed);
+        tail += hdr.size;
+        continue;
       }
-      record_sample(t, frames, n, &hits);
-    } else if (hdr.type == PERF_RECORD_LOST) {
-      uint64_t lost[3];  // id, lost
-      ring_copy(data, size, tail + sizeof hdr, lost, 2 * sizeof(uint64_t));
-      t->lost_records.fetch_add(lost[1], std::memory_order_relaxed);
+      uint64_t ip = ring_word(data, size, body);
+      smp.weight_ns = ring_word(data, size, body + 16);
+      smp.wait_ns = t->preempted_ns;
+      t->preempted_ns = 0;
+      smp.flags = 0;
+      if (!(uc && tail + hdr.size == head && ip == context_ip(uc) && unwind_context(uc, &smp))) {
+        smp.flags = 0;
+        smp.n = 0;
+        smp.pcs[smp.n++] = ip;
+        bool seen_ip = false;
+        for (uint64_t i = 0; i < nr; i++) {
+          uint64_t pc = ring_word(data, size, body + 32 + i * 8);
+          if (pc >= static_cast<uint64_t>(PERF_CONTEXT_MAX)) continue;  // context markers
+          if (!seen_ip) {
+            seen_ip = true;
+            if (pc == ip) continue;  // the callchain repeats the sampled ip first
+          }
+          if (smp.n == kMaxFrames) {
+            smp.flags |= kSampleTruncated;
+            break;
+          }
+          smp.pcs[smp.n++] = pc ? pc - 1 : 0;  // a return address: look up the call instruction
+        }
+      }
+      hit_ns += record_sample(t, &smp);
+    } else if (hdr.type == PERF_RECORD_SWITCH && words >= 1) {
+      // sample_id: the time only. Preempted (runnable, waiting for a CPU)
+      // from an out with the PREEMPT flag to the next in.
+      uint64_t time = ring_word(data, size, body);
+      if (hdr.misc & PERF_RECORD_MISC_SWITCH_OUT) {
+        t->switched_out_ns = time;
+        t->switched_out_preempted = (hdr.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) != 0;
+      } else {
+        if (t->switched_out_ns && t->switched_out_preempted && time > t->switched_out_ns)
+          t->preempted_ns += time - t->switched_out_ns;
+        t->switched_out_ns = 0;
+      }
+    } else if (hdr.type == PERF_RECORD_LOST && words >= 2) {
+      t->lost_records.fetch_add(ring_word(data, size, body + 8), std::memory_order_relaxed);  // id, lost
     }
     tail += hdr.size;
   }
   __atomic_store_n(&page->data_tail, tail, __ATOMIC_RELEASE);
-  return hits;
+  return hit_ns;
 }
 
-// [sig] Timer sampler: the sample is the interrupted context itself.
-uint64_t sample_from_context(ThreadState* t, void* uc_void) {
-  uintptr_t frames[16];
-  size_t n = 0;
-#if COZ_HAVE_LIBUNWIND
-  unw_cursor_t cursor;
-  if (unw_init_local2(&cursor, static_cast<unw_context_t*>(uc_void), UNW_INIT_SIGNAL_FRAME) == 0) {
-    do {
-      unw_word_t ip;
-      if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0) break;
-      frames[n++] = ip;
-    } while (n < 16 && unw_step(&cursor) > 0);
+// [sig] The thread's total time runnable but waiting for a CPU
+// (/proc/thread-self/schedstat, second field, in ns); 0 if unreadable.
+uint64_t schedstat_wait_ns() {
+  int fd = static_cast<int>(syscall(SYS_open, "/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC));
+  if (fd < 0) return 0;
+  char buf[96];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char* p = buf;
+  while (*p && *p != ' ') p++;  // run time
+  uint64_t v = 0;
+  for (p++; *p >= '0' && *p <= '9'; p++) v = v * 10 + static_cast<uint64_t>(*p - '0');
+  return v;
+}
+
+// [sig] Timer sampler: the sample is the interrupted context itself, and
+// stands for every period that elapsed since the previous one (the timer's
+// overruns: with coarse ticks, one signal can cover several periods).
+uint64_t sample_from_context(ThreadState* t, void* uc, int overrun) {
+  Sample smp;
+  smp.flags = 0;
+  smp.weight_ns = g_settings.period_ns * (1 + static_cast<uint64_t>(overrun > 0 ? overrun : 0));
+  // No switch records without perf_event: the scheduler's own count of the
+  // time this thread waited for a CPU gives the same figure.
+  uint64_t waited = schedstat_wait_ns();
+  smp.wait_ns = waited > t->timer_waited_ns && t->timer_waited_ns ? waited - t->timer_waited_ns : 0;
+  t->timer_waited_ns = waited;
+  if (!unwind_context(uc, &smp)) {
+    smp.n = 1;
+    smp.pcs[0] = context_ip(uc);
   }
-#endif
-  if (n == 0) {
-    ucontext_t* uc = static_cast<ucontext_t*>(uc_void);
-    frames[n++] = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
-  }
-  uint64_t hits = 0;
-  record_sample(t, frames, n, &hits);
-  return hits;
+  return record_sample(t, &smp);
 }
 
 }  // namespace
 
 int sample_signal() { return SIGRTMAX - 3; }
 
-void sampler_configure(const SamplerSettings& s) { g_settings = s; }
+void sampler_configure(const SamplerSettings& s) {
+  g_settings = s;
+#if COZ_HAVE_LIBUNWIND
+  // Per-thread caches: unwinding in a signal handler must take no lock
+  // another thread may hold.
+  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+#endif
+}
 
 bool sampler_uses_timer() { return g_any_timer.load(); }
 
@@ -165,13 +256,27 @@ SamplerKind sampler_start(ThreadState* t, std::string* why) {
   attr.type = PERF_TYPE_SOFTWARE;
   attr.config = PERF_COUNT_SW_TASK_CLOCK;
   attr.sample_period = g_settings.period_ns;
-  attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_CALLCHAIN;
+  attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TIME | PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN;
+  // Context-switch records (allowed unprivileged for a thread's own events):
+  // an out with the PREEMPT flag to the next in is time the thread was
+  // runnable but had no CPU, which a sample's CPU time does not show.
+  attr.context_switch = 1;
+  attr.sample_id_all = 1;
+  attr.use_clockid = 1;
+  attr.clockid = CLOCK_MONOTONIC;
+  attr.sample_max_stack = kMaxFrames;  // the kernel's limit is 127 by default
   attr.exclude_kernel = 1;
   attr.exclude_hv = 1;
   attr.exclude_callchain_kernel = 1;
   attr.wakeup_events = g_settings.batch;
   attr.disabled = 1;
   long fd = perf_event_open(&attr, t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+  if (fd < 0 && (errno == E2BIG || errno == EINVAL)) {
+    // Kernels before 4.8 know no sample_max_stack: records are then as long
+    // as their own limit, and read whole all the same.
+    attr.sample_max_stack = 0;
+    fd = perf_event_open(&attr, t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+  }
   if (fd >= 0 && (fd = move_fd_high(static_cast<int>(fd))) < 0) {
     rlimit rl{};
     getrlimit(RLIMIT_NOFILE, &rl);
@@ -226,7 +331,7 @@ SamplerKind sampler_start(ThreadState* t, std::string* why) {
 void sampler_stop(ThreadState* t) {
   if (t->perf_fd >= 0) {
     ioctl(t->perf_fd, PERF_EVENT_IOC_DISABLE, 0);
-    process_samples(t);
+    process_samples(t, nullptr);
   }
   sampler_forget(t);
 }
@@ -243,19 +348,17 @@ void sampler_forget(ThreadState* t) {
   t->bp_count = 0;
 }
 
-void process_samples(ThreadState* t) {
+void process_samples(ThreadState* t, void* uc) {
   if (t->busy.exchange(1, std::memory_order_acquire)) return;
-  uint64_t hits = drain_perf(t);
-  add_hits(t, hits);
+  add_hits(t, drain_perf(t, uc));
   catch_up(t);
   t->busy.store(0, std::memory_order_release);
 }
 
 // [sig] Called by the runtime's signal handler for a sample signal of ours.
-void process_timer_sample(ThreadState* t, void* uc) {
+void process_timer_sample(ThreadState* t, void* uc, int overrun) {
   if (t->busy.exchange(1, std::memory_order_acquire)) return;
-  uint64_t hits = sample_from_context(t, uc);
-  add_hits(t, hits);
+  add_hits(t, sample_from_context(t, uc, overrun));
   catch_up(t);
   t->busy.store(0, std::memory_order_release);
 }

@@ -36,14 +36,16 @@ void sampler_stop(ThreadState* t);
 // touching the parent's events.
 void sampler_forget(ThreadState* t);
 
-// Drains the thread's ring buffer: counts selected-line hits, hands samples
-// to the profiler thread, earns and pays delays. Safe in signal context;
+// Drains the thread's perf ring buffer: counts selected-line hits, hands
+// samples to the profiler thread, earns and pays delays. Safe in signal context;
 // re-entry is refused (a nested call returns at once).
-void process_samples(ThreadState* t);
+// `uc` is the interrupted context when called from the sample signal's
+// handler (its newest sample is then unwound from it), else null.
+void process_samples(ThreadState* t, void* uc);
 
-// The timer sampler's signal: the interrupted context is the sample.
-// Safe in signal context.
-void process_timer_sample(ThreadState* t, void* ucontext);
+// The timer sampler's signal: the interrupted context is the sample, worth
+// 1 + `overrun` periods (si_overrun). Safe in signal context.
+void process_timer_sample(ThreadState* t, void* ucontext, int overrun);
 
 // Whether any thread fell back to the timer sampler (for the startup record).
 bool sampler_uses_timer();

@@ -39,15 +39,61 @@ struct RangeSet {
 // Builds a RangeSet (sorted, merged) on the heap; never freed.
 const RangeSet* make_range_set(std::vector<AddrRange> ranges);
 
-// One sample as handed from a thread to the profiler thread: the first few
-// frames that fall in in-scope binaries (return addresses already moved back
-// into their call instruction). n == 0: no in-scope frame.
-constexpr size_t kSlotFrames = 4;
-struct SampleSlot {
-  uintptr_t pcs[kSlotFrames];
-  uint32_t n;
+// One sample as the sampled thread hands it to the profiler thread: its
+// whole callchain, innermost first (return addresses already moved back into
+// their call instruction), the CPU time it stands for, and flags.
+constexpr size_t kMaxFrames = 64;  // deeper stacks keep their innermost 64 frames (counted as truncated)
+enum SampleFlags : uint32_t {
+  kSampleDelaying = 1,   // taken while an experiment inserted delays (other threads were paused)
+  kSampleTruncated = 2,  // the callchain was deeper than kMaxFrames
 };
-constexpr uint32_t kRingSlots = 256;  // ~256 ms of samples at 1 ms per thread
+struct Sample {
+  uint64_t weight_ns = 0;  // CPU time since the thread's previous sample (the real, randomized period)
+  uint64_t wait_ns = 0;    // time runnable but preempted since the previous sample (scheduling delay)
+  uint32_t flags = 0;
+  uint32_t n = 0;
+  uintptr_t pcs[kMaxFrames];
+};
+
+// Single producer (the owning thread, in its signal handler), single
+// consumer (the profiler thread): variable-length records of 64-bit words,
+// [n | flags << 32][weight_ns][wait_ns][pc x n]. [sig] for push.
+class SampleRing {
+ public:
+  static constexpr uint32_t kWords = 2048;  // 16 KiB: ~100 samples of 20 frames, ~10 ms of them at most
+  // [sig] False when the ring is full (the profiler thread fell behind).
+  bool push(const Sample& s) {
+    uint32_t words = 3 + s.n;
+    uint32_t head = head_.load(std::memory_order_relaxed);
+    if (head - tail_.load(std::memory_order_acquire) + words > kWords) return false;
+    put(head, static_cast<uint64_t>(s.n) | static_cast<uint64_t>(s.flags) << 32);
+    put(head + 1, s.weight_ns);
+    put(head + 2, s.wait_ns);
+    for (uint32_t i = 0; i < s.n; i++) put(head + 3 + i, s.pcs[i]);
+    head_.store(head + words, std::memory_order_release);
+    return true;
+  }
+  // Profiler thread: the next sample, if any.
+  bool pop(Sample* s) {
+    uint32_t tail = tail_.load(std::memory_order_relaxed);
+    if (tail == head_.load(std::memory_order_acquire)) return false;
+    uint64_t w0 = words_[tail % kWords];
+    s->n = static_cast<uint32_t>(w0);
+    s->flags = static_cast<uint32_t>(w0 >> 32);
+    s->weight_ns = words_[(tail + 1) % kWords];
+    s->wait_ns = words_[(tail + 2) % kWords];
+    for (uint32_t i = 0; i < s->n; i++) s->pcs[i] = static_cast<uintptr_t>(words_[(tail + 3 + i) % kWords]);
+    tail_.store(tail + 3 + s->n, std::memory_order_release);
+    return true;
+  }
+  bool empty() const { return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire); }
+
+ private:
+  void put(uint32_t at, uint64_t v) { words_[at % kWords] = v; }
+  uint64_t words_[kWords];
+  std::atomic<uint32_t> head_{0};  // in words; wraps at 2^32, a multiple of kWords
+  std::atomic<uint32_t> tail_{0};
+};
 
 struct ThreadState {
   pid_t tid = 0;
@@ -70,20 +116,26 @@ struct ThreadState {
   bool blocked = false;      // between pre_block and post_block: debts wait for post_block
   std::atomic<int> busy{0};  // [sig] re-entrancy guard of sample processing
 
-  // Samples for the profiler thread: single producer (owner), single consumer.
-  SampleSlot ring[kRingSlots];
-  std::atomic<uint32_t> ring_head{0};  // [sig] written by the owner
-  std::atomic<uint32_t> ring_tail{0};  // written by the profiler thread
+  // Context switches, from the perf ring's switch records [sig].
+  uint64_t switched_out_ns = 0;  // CLOCK_MONOTONIC time of the last switch-out; 0 while on a CPU
+  bool switched_out_preempted = false;
+  uint64_t preempted_ns = 0;     // runnable but not running since the previous sample
+  uint64_t timer_waited_ns = 0;  // timer sampler: schedstat's wait time at the previous sample
+
+  // Samples for the profiler thread.
+  SampleRing ring;
 
   // Statistics [sig] (owner writes, profiler reads).
   std::atomic<uint64_t> samples{0};
-  std::atomic<uint64_t> lost_records{0};
-  std::atomic<uint64_t> dropped_samples{0};
+  std::atomic<uint64_t> lost_records{0};      // the kernel's PERF_RECORD_LOST counts
+  std::atomic<uint64_t> dropped_samples{0};   // ring full
+  std::atomic<uint64_t> skipped_records{0};   // records the sampler could not read (malformed, too long)
 
   // What the profiler thread has already added to its totals (profiler only).
   uint64_t reported_samples = 0;
   uint64_t reported_lost = 0;
   uint64_t reported_dropped = 0;
+  uint64_t reported_skipped = 0;
 
   // The program's own view of whether it blocked the sample signal.
   bool program_blocks_sample_signal = false;
@@ -96,15 +148,18 @@ struct ThreadState {
 // Process-wide state read in signal context.
 struct Shared {
   std::atomic<bool> sampling{false};               // runtime active in this process
-  std::atomic<const RangeSet*> scope{nullptr};     // executable ranges of in-scope binaries
+  // Addresses a sample can be attributed to: code with a source line in the
+  // binary and source scopes (objects whose line table is not read yet: all
+  // their code). A sample's first frame in it is its "first in-scope frame",
+  // the one rule of both the hit test here and the profiler's attribution.
+  std::atomic<const RangeSet*> scope{nullptr};
   std::atomic<const RangeSet*> selected{nullptr};  // ranges of the selected line; null: none
-  std::atomic<uint64_t> delay_per_hit_ns{0};       // speedup x sample period
+  std::atomic<uint32_t> speedup_pct{0};            // of the running experiment; delay = weight x speedup
   std::atomic<bool> paying{false};                 // an experiment runs or delays drain after it
   std::atomic<uint64_t> global_delay{0};           // largest local delay of the experiment
   std::atomic<uint64_t> epoch{0};                  // experiment number; locals reset when it changes
   std::atomic<uint64_t> epoch_start_global{0};     // global delay when the current experiment began
   std::atomic<uint64_t> selected_samples{0};       // samples of the selected line, all threads
-  std::atomic<uint64_t> out_of_scope{0};           // samples with no in-scope frame
 };
 
 Shared& shared();

@@ -76,3 +76,24 @@ def test_program_that_takes_over_low_descriptors_keeps_its_profile(build, tmp_pa
     assert len(exps) >= 8 and sum(p["delta"] for x in exps for p in x["progress"]) > 0
     # One sample per millisecond of CPU time: sampling went on after the takeover.
     assert recs[-1]["samples"] > 0.8 * cpu_ms, (recs[-1]["samples"], cpu_ms)
+
+
+def test_deep_stacks_are_sampled_and_their_cut_is_counted(build, tmp_path):
+    # 300 frames make perf records of about 2.4 KiB: each is still a sample
+    # (its innermost 64 frames), and the cut is counted.
+    exe = build("deep", flags=("-g", "-O1", "-fno-omit-frame-pointer"))
+    out = tmp_path / "d.coz"
+    r = coz_run(["-o", str(out), "--experiment-length", "50ms", "--end-to-end"], [exe, "1", "300"])
+    assert r.returncode == 0, r.stderr.decode()
+    cpu_ms = int(r.stdout.split(b"cpu_ms=")[1])
+    shutdown = records(out)[-1]
+    assert shutdown["samples"] > 0.8 * cpu_ms, (shutdown, cpu_ms)
+    assert shutdown["truncated_stacks"] > 0.8 * shutdown["samples"], shutdown
+    assert shutdown["skipped_records"] == 0
+    counts = {}
+    for x in records(out):
+        if x["type"] == "samples":
+            for k, n in x["counts"].items():
+                counts[k] = counts.get(k, 0) + n
+    bottom = sum(n for k, n in counts.items() if k.endswith("/" + marker("deep", "BOTTOM")))
+    assert bottom > 0.8 * shutdown["samples"], counts

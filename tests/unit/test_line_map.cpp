@@ -493,9 +493,10 @@ TEST(LineMapInProcess, SamplesAreSymbolizedOutsideTheRegistryLock) {
   coz::LineMap m({"MAIN"}, {"%"});
   ASSERT_TRUE(m.add_object("", bias, true));
   coz::ThreadState t;
-  t.ring[0].pcs[0] = reinterpret_cast<uintptr_t>(&line_map_in_process_marker);
-  t.ring[0].n = 1;
-  t.ring_head.store(1);
+  coz::Sample smp;
+  smp.pcs[0] = reinterpret_cast<uintptr_t>(&line_map_in_process_marker);
+  smp.n = 1;
+  ASSERT_TRUE(t.ring.push(smp));
   // Thread CPU time, so that being preempted on a busy machine counts for nothing.
   auto cpu_ns = [] {
     timespec ts;
@@ -514,6 +515,63 @@ TEST(LineMapInProcess, SamplesAreSymbolizedOutsideTheRegistryLock) {
   uint64_t start = cpu_ns();
   p.drain();  // the first lookup reads this 8 MB test binary's line tables
   uint64_t drain_ns = cpu_ns() - start;
-  EXPECT_EQ(t.ring_tail.load(), 1u);
+  EXPECT_TRUE(t.ring.empty());
   EXPECT_LT(held_ns * 20, drain_ns) << "held " << held_ns << " ns of a " << drain_ns << " ns drain";
+}
+
+__attribute__((noinline)) int line_choice_fn_a(int x) { return x * 3 + 1; }  // MARK_CHOICE_A
+__attribute__((noinline)) int line_choice_fn_b(int x) { return x * 5 + 2; }  // MARK_CHOICE_B
+
+// Samples taken while an experiment paused the other threads over-represent
+// the sped-up line: line choice draws from the others whenever there are any.
+TEST(LineMapInProcess, LineChoiceIgnoresSamplesTakenWhileOthersWerePaused) {
+  uintptr_t bias = 0;
+  dl_iterate_phdr(main_object_bias, &bias);
+  coz::LineMap m({"MAIN"}, {"%"});
+  ASSERT_TRUE(m.add_object("", bias, true));
+  coz::ThreadState t;
+  coz::Sample smp;
+  smp.n = 1;
+  smp.pcs[0] = reinterpret_cast<uintptr_t>(&line_choice_fn_a);
+  for (int i = 0; i < 3; i++) ASSERT_TRUE(t.ring.push(smp));
+  smp.pcs[0] = reinterpret_cast<uintptr_t>(&line_choice_fn_b);
+  smp.flags = coz::kSampleDelaying;
+  for (int i = 0; i < 30; i++) ASSERT_TRUE(t.ring.push(smp));
+  coz::ProfilerHooks hooks;
+  hooks.for_each_thread = [&](const std::function<void(coz::ThreadState*)>& fn) { fn(&t); };
+  coz::ProfileWriter w;
+  coz::Profiler p(coz::Config{}, &m, &w, hooks);
+  p.drain();
+  const coz::Line* a = m.lookup(reinterpret_cast<uintptr_t>(&line_choice_fn_a));
+  ASSERT_NE(a, nullptr);
+  for (int i = 0; i < 50; i++) EXPECT_EQ(p.pick_line(), a);
+  EXPECT_EQ(line_choice_fn_a(1) + line_choice_fn_b(1), 11);
+}
+
+TEST(SampleRing, VariableLengthRecordsWrapAroundAndFill) {
+  coz::SampleRing r;
+  coz::Sample in, out;
+  in.weight_ns = 1000000;
+  in.wait_ns = 7;
+  in.flags = coz::kSampleTruncated;
+  uint64_t pushed = 0, popped = 0;
+  for (int round = 0; round < 500; round++) {  // many times around the 2048 words
+    in.n = 1 + round % static_cast<int>(coz::kMaxFrames);
+    for (uint32_t i = 0; i < in.n; i++) in.pcs[i] = 1000u * round + i;
+    ASSERT_TRUE(r.push(in));
+    pushed++;
+    ASSERT_TRUE(r.pop(&out));
+    popped++;
+    ASSERT_EQ(out.n, in.n);
+    EXPECT_EQ(out.weight_ns, in.weight_ns);
+    EXPECT_EQ(out.wait_ns, 7u);
+    EXPECT_EQ(out.flags, static_cast<uint32_t>(coz::kSampleTruncated));
+    EXPECT_EQ(out.pcs[out.n - 1], in.pcs[in.n - 1]);
+  }
+  EXPECT_TRUE(r.empty());
+  in.n = coz::kMaxFrames;
+  int fit = 0;
+  while (r.push(in)) fit++;
+  EXPECT_EQ(fit, static_cast<int>(coz::SampleRing::kWords / (3 + coz::kMaxFrames))) << "full: refused, not overwritten";
+  EXPECT_EQ(pushed, popped);
 }

@@ -107,6 +107,8 @@ TEST(Config, SplitTabsDropsEmptyFields) {
 // ---- delays ----
 
 namespace {
+// Samples of 1 ms of CPU time each: at 50%, each earns 0.5 ms of delay.
+constexpr uint64_t ms(uint64_t n) { return n * 1000000; }
 uint64_t g_slept_total = 0;
 uint64_t g_oversleep = 0;
 uint64_t fake_pause(uint64_t ns) {
@@ -124,7 +126,7 @@ class Delays : public ::testing::Test {
     s.global_delay.store(1000);  // any starting point: only differences matter
     s.epoch_start_global.store(1000);
     s.epoch.fetch_add(1);
-    s.delay_per_hit_ns.store(500000);  // 50% of a 1 ms period
+    s.speedup_pct.store(50);
     s.paying.store(true);
   }
   void TearDown() override {
@@ -136,7 +138,7 @@ class Delays : public ::testing::Test {
 
 TEST_F(Delays, HitsRaiseLocalAndGlobalWithoutPausing) {
   ThreadState a;
-  add_hits(&a, 3);
+  add_hits(&a, ms(3));
   EXPECT_EQ(shared().global_delay.load(), 1000u + 1500000u);
   catch_up(&a);
   EXPECT_EQ(g_slept_total, 0u) << "the thread that ran the line owes nothing";
@@ -145,7 +147,7 @@ TEST_F(Delays, HitsRaiseLocalAndGlobalWithoutPausing) {
 TEST_F(Delays, OtherThreadsPayTheDifferenceOnce) {
   ThreadState a, b;
   sync_epoch(&b);
-  add_hits(&a, 2);  // global +1 ms
+  add_hits(&a, ms(2));  // global +1 ms
   catch_up(&b);
   EXPECT_EQ(g_slept_total, 1000000u);
   catch_up(&b);
@@ -155,8 +157,8 @@ TEST_F(Delays, OtherThreadsPayTheDifferenceOnce) {
 TEST_F(Delays, GlobalIsTheLargestLocalNotTheSum) {
   ThreadState a, b, c;
   sync_epoch(&c);
-  add_hits(&a, 2);
-  add_hits(&b, 2);  // both ran the line at the same time
+  add_hits(&a, ms(2));
+  add_hits(&b, ms(2));  // both ran the line at the same time
   EXPECT_EQ(shared().global_delay.load(), 1000u + 1000000u);
   catch_up(&c);
   EXPECT_EQ(g_slept_total, 1000000u);
@@ -166,11 +168,11 @@ TEST_F(Delays, OversleepIsBankedAgainstTheNextDebt) {
   ThreadState a, b;
   sync_epoch(&b);
   g_oversleep = 300000;
-  add_hits(&a, 2);  // owes 1 ms, sleeps 1.3 ms
+  add_hits(&a, ms(2));  // owes 1 ms, sleeps 1.3 ms
   catch_up(&b);
   EXPECT_EQ(g_slept_total, 1300000u);
   g_oversleep = 0;
-  add_hits(&a, 1);  // owes 0.5 ms more, 0.3 ms already slept
+  add_hits(&a, ms(1));  // owes 0.5 ms more, 0.3 ms already slept
   catch_up(&b);
   EXPECT_EQ(g_slept_total, 1300000u + 200000u);
 }
@@ -180,7 +182,7 @@ TEST_F(Delays, WokenThreadIsCreditedWithDelaysInsertedWhileBlocked) {
   sync_epoch(&sleeper);
   sync_epoch(&waker);
   pre_block(&sleeper);
-  add_hits(&waker, 4);  // 2 ms inserted while the sleeper waits
+  add_hits(&waker, ms(4));  // 2 ms inserted while the sleeper waits
   catch_up(&waker);     // the waker pays before waking (nothing: it earned it)
   post_block(&sleeper, true);
   EXPECT_EQ(g_slept_total, 0u) << "the waker's delay already held the sleeper back";
@@ -191,10 +193,10 @@ TEST_F(Delays, PayingIsDeferredWhileBlockedSoNothingIsPaidAndCreditedTwice) {
   sync_epoch(&sleeper);
   sync_epoch(&waker);
   pre_block(&sleeper);
-  add_hits(&waker, 2);
+  add_hits(&waker, ms(2));
   catch_up(&sleeper);  // a sample signal interrupts the blocked call
   EXPECT_EQ(g_slept_total, 0u);
-  add_hits(&waker, 2);
+  add_hits(&waker, ms(2));
   post_block(&sleeper, true);  // released by the waker: credited with all 2 ms
   EXPECT_EQ(g_slept_total, 0u);
   EXPECT_EQ(sleeper.local_delay, shared().global_delay.load()) << "level with global, not ahead of it";
@@ -209,7 +211,7 @@ TEST_F(Delays, WokenWaitSpanningAnExperimentStartIsCreditedForTheNewExperiment) 
   Shared& s = shared();
   s.epoch_start_global.store(s.global_delay.load());
   s.epoch.fetch_add(1);  // a new experiment begins while the sleeper waits
-  add_hits(&waker, 4);   // 2 ms inserted in it
+  add_hits(&waker, ms(4));   // 2 ms inserted in it
   catch_up(&waker);
   post_block(&sleeper, true);
   EXPECT_EQ(g_slept_total, 0u) << "the waker's delay already held the sleeper back";
@@ -219,12 +221,12 @@ TEST_F(Delays, WokenWaitSpanningAnExperimentStartIsCreditedForTheNewExperiment) 
 TEST_F(Delays, SelfBlockedWaitSpanningAnExperimentStartPaysOnlyTheNewExperiment) {
   ThreadState other, sleeper;
   sync_epoch(&sleeper);
-  add_hits(&other, 6);  // 3 ms owed in the old experiment, forgiven by the next
+  add_hits(&other, ms(6));  // 3 ms owed in the old experiment, forgiven by the next
   pre_block(&sleeper);
   Shared& s = shared();
   s.epoch_start_global.store(s.global_delay.load());
   s.epoch.fetch_add(1);
-  add_hits(&other, 2);  // 1 ms inserted in the new one
+  add_hits(&other, ms(2));  // 1 ms inserted in the new one
   post_block(&sleeper, false);
   EXPECT_EQ(g_slept_total, 1000000u);
 }
@@ -233,14 +235,14 @@ TEST_F(Delays, SelfBlockedThreadPaysAfterWaking) {
   ThreadState other, sleeper;
   sync_epoch(&sleeper);
   pre_block(&sleeper);
-  add_hits(&other, 4);
+  add_hits(&other, ms(4));
   post_block(&sleeper, false);
   EXPECT_EQ(g_slept_total, 2000000u);
 }
 
 TEST_F(Delays, ThreadThatJoinsLateStillOwesTheExperimentsDelays) {
   ThreadState a, late;
-  add_hits(&a, 2);  // before `late` ever looks at the experiment
+  add_hits(&a, ms(2));  // before `late` ever looks at the experiment
   catch_up(&late);
   EXPECT_EQ(g_slept_total, 1000000u);
 }
@@ -248,7 +250,7 @@ TEST_F(Delays, ThreadThatJoinsLateStillOwesTheExperimentsDelays) {
 TEST_F(Delays, NewExperimentForgivesOldDebts) {
   ThreadState a, b;
   sync_epoch(&b);
-  add_hits(&a, 4);
+  add_hits(&a, ms(4));
   shared().epoch_start_global.store(shared().global_delay.load());
   shared().epoch.fetch_add(1);
   catch_up(&b);
@@ -260,7 +262,7 @@ TEST_F(Delays, NothingIsEarnedOrPaidOutsideExperiments) {
   sync_epoch(&b);
   shared().paying.store(false);
   uint64_t before = shared().global_delay.load();
-  add_hits(&a, 10);
+  add_hits(&a, ms(10));
   catch_up(&b);
   EXPECT_EQ(shared().global_delay.load(), before);
   EXPECT_EQ(g_slept_total, 0u);
@@ -269,7 +271,7 @@ TEST_F(Delays, NothingIsEarnedOrPaidOutsideExperiments) {
 TEST_F(Delays, NewThreadStartsLevelWithItsCreator) {
   ThreadState parent, child, other;
   sync_epoch(&parent);
-  add_hits(&other, 2);  // parent now owes 1 ms
+  add_hits(&other, ms(2));  // parent now owes 1 ms
   inherit_delay(&child, &parent);
   catch_up(&child);
   EXPECT_EQ(g_slept_total, 1000000u) << "the child inherits its creator's debt, not a clean slate";
@@ -291,7 +293,7 @@ uint64_t reentrant_pause(uint64_t ns) {
 TEST_F(Delays, DebtIsPaidOnceEvenWhenPayingReentersDuringTheSleep) {
   ThreadState a, b;
   sync_epoch(&b);
-  add_hits(&a, 2);
+  add_hits(&a, ms(2));
   set_pause_fn(reentrant_pause);
   g_reentrant = &b;
   catch_up(&b);
@@ -301,7 +303,7 @@ TEST_F(Delays, DebtIsPaidOnceEvenWhenPayingReentersDuringTheSleep) {
 TEST_F(Delays, PostBlockLeavesCountsAloneWhileTheSampleHandlerRuns) {
   ThreadState a, b;
   sync_epoch(&b);
-  add_hits(&a, 2);
+  add_hits(&a, ms(2));
   b.busy.store(1);  // the handler is mid-way through this thread's samples
   post_block(&b, false);
   EXPECT_EQ(g_slept_total, 0u);

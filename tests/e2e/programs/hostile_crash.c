@@ -1,6 +1,6 @@
 /* Ends badly, for the hostile-host tests. Modes (argv[1]):
- *   segv          - runs for a while (several experiments), then dereferences null
- *   wait          - prints "ready <pid>" once it has run a while, then spins until killed
+ *   segv          - runs for 0.6 s of CPU time (several experiments), then dereferences null
+ *   wait          - prints "ready <pid>" after 0.6 s of CPU time, then spins until killed
  *   term_handler  - as wait, with a SIGTERM handler of its own that calls exit(3)
  * Two threads spin so that experiments have samples. */
 #include <pthread.h>
@@ -22,6 +22,16 @@ static void spin_for_ms(long ms) {
   } while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < ms);
 }
 
+/* Spins until the process has used `ms` of CPU time in all: on a busy
+ * machine it then still has as many samples as on a quiet one. */
+static void spin_until_cpu_ms(long ms) {
+  struct timespec c;
+  do {
+    spin_for_ms(1);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c);
+  } while (c.tv_sec * 1000 + c.tv_nsec / 1000000 < ms);
+}
+
 static void* spinner(void* arg) {
   (void)arg;
   for (;;) spin_for_ms(1000);
@@ -38,7 +48,7 @@ int main(int argc, char** argv) {
   pthread_t t;
   pthread_create(&t, NULL, spinner, NULL);
   if (!strcmp(argv[1], "term_handler")) signal(SIGTERM, on_term);
-  spin_for_ms(300);
+  spin_until_cpu_ms(600);
   if (!strcmp(argv[1], "segv")) {
     printf("crashing\n");
     fflush(stdout);

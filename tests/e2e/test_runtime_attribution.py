@@ -1,0 +1,87 @@
+"""Which samples earn delay: the sample handler's hit test and the profiler's
+attribution follow one rule (a sample belongs to its first frame with a
+line in the binary and source scopes), and a sample earns delay for the CPU
+time it stands for. Known answers come from the run's own samples."""
+
+import os
+import subprocess
+import sys
+
+from conftest import PROGRAMS, REPO, build_program, coz_run, records
+
+from cozprof.analysis import analyze
+from cozprof.profile import load
+
+CHAIN_SOURCES = [os.path.join(PROGRAMS, "chain.c"), os.path.join(PROGRAMS, "chain_work.c")]
+
+
+def marker(program, text):
+    with open(os.path.join(PROGRAMS, program + ".c")) as f:
+        for n, line in enumerate(f, 1):
+            if f"/* {text} */" in line:
+                return f"{program}.c:{n}"
+    raise AssertionError(text)
+
+
+def chain(tmp_path, flags=("-g", "-O1")):
+    return build_program("chain", tmp_path, flags=flags, sources=CHAIN_SOURCES)
+
+
+def sample_share(out, line, among=None):
+    """`line`'s share of the run's samples (of those of the lines `among`, if given)."""
+    counts = {}
+    for r in records(out):
+        if r["type"] == "samples":
+            for k, n in r["counts"].items():
+                counts[k] = counts.get(k, 0) + n
+            counts[None] = counts.get(None, 0) + r["out_of_scope"]
+    mine = sum(n for k, n in counts.items() if k and k.endswith("/" + line))
+    keys = [k for k in counts if k and (among is None or any(k.endswith("/" + a) for a in among))]
+    total = sum(counts[k] for k in keys) + (counts.get(None, 0) if among is None else 0)
+    return mine / total
+
+
+def fixed_line_slope(out, line):
+    (result,) = [r for r in analyze(load([str(out)]), phase_correction=False)["lines"]
+                 if r["line"].endswith("/" + line)]
+    return result
+
+
+def test_narrowed_source_scope_earns_delay_where_samples_are_attributed(tmp_path):
+    # chain_work.c is out of the source scope: its samples belong to the
+    # calling lines of chain.c, and must earn delay there too (they did not
+    # when the hit test looked at the first frame in the binary).
+    exe = chain(tmp_path, flags=("-g", "-O1", "-fno-omit-frame-pointer"))
+    out = tmp_path / "s.coz"
+    line = marker("chain", "CALL_A")
+    r = coz_run(["-s", "%/chain.c", "--fixed-line", line, "--experiment-length", "50ms", "-o", str(out)],
+                [exe, "3"])
+    assert r.returncode == 0, r.stderr.decode()
+    sped = [x for x in records(out) if x["type"] == "experiment" and x["speedup"] > 0 and not x["partial"]]
+    assert sped and all(x["selected_samples"] > 0 and x["delay_ns"] > 0 for x in sped), sped
+    share = sample_share(out, line, among=[line, marker("chain", "CALL_B")])
+    result = fixed_line_slope(out, line)
+    assert 0.5 < share < 0.85, share  # A does twice B's steps: about 2/3, measured by the run itself
+    assert abs(result["slope"] - share) < 0.2, (result["slope"], share, result["points"])
+
+
+def test_timer_sampler_earns_every_elapsed_period(tmp_path):
+    # Where perf_event is refused, CPU timers tick at the kernel's rate (4 ms
+    # at 250 Hz): one signal then stands for several 1 ms periods
+    # (si_overrun), and must earn delay for all of them.
+    noperf = build_program("hostile_noperf", tmp_path)
+    exe = chain(tmp_path)
+    out = tmp_path / "t.coz"
+    line = marker("chain_work", "WORK")
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"),
+               COZ_LIBRARY=os.path.join(os.environ.get("COZ_BUILD_DIR", os.path.join(REPO, "build")),
+                                        "libcoz", "libcoz.so"))
+    r = subprocess.run([noperf, sys.executable, "-m", "cozprof", "run", "--fixed-line", line,
+                        "--experiment-length", "50ms", "-o", str(out), "---", exe, "3"],
+                       capture_output=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+    assert records(out)[0]["sampler"] == "timer"
+    share = sample_share(out, line)
+    result = fixed_line_slope(out, line)
+    assert share > 0.8, share
+    assert abs(result["slope"] - share) < 0.2, (result["slope"], share, result["points"])
