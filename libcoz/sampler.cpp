@@ -23,6 +23,7 @@
 #include <libunwind.h>
 #endif
 
+#include "clock.h"
 #include "delays.h"
 #include "fds.h"
 
@@ -70,6 +71,15 @@ uint64_t record_sample(ThreadState* t, Sample* smp) {
   if (!t->ring.push(*smp)) t->dropped_samples.fetch_add(1, std::memory_order_relaxed);
   return hit_ns;
 }
+
+// Sampling periods are drawn uniformly from [period/2, 3 period/2), as
+// DCPI does, so that samples do not fall in step with a program whose loop
+// takes a multiple or a fraction of the period. A new period every few
+// samples: PERF_EVENT_IOC_PERIOD restarts the event's timer and costs about
+// 10 us in the handler (measured), too much at every sample.
+constexpr uint32_t kSamplesPerPeriod = 8;
+
+uint64_t random_period(ThreadState* t) { return draw_period(&t->rng, g_settings.period_ns); }
 
 // [sig] Copies `len` bytes at ring offset `off`, handling wrap-around.
 void ring_copy(const char* data, size_t size, uint64_t off, void* dst, size_t len) {
@@ -142,17 +152,19 @@ uint64_t drain_perf(ThreadState* t, void* uc) {
     const uint64_t body = tail + sizeof hdr;
     const uint64_t words = (hdr.size - sizeof hdr) / sizeof(uint64_t);
     if (hdr.type == PERF_RECORD_SAMPLE) {
-      // Layout for PERF_SAMPLE_IP | TIME | PERIOD | CALLCHAIN: ip, time,
-      // period, nr, ips[nr]. Read in place: a record can be as long as the
-      // kernel's callchain limit allows.
-      uint64_t nr = words >= 4 ? ring_word(data, size, body + 24) : 0;
-      if (words < 4 || nr > words - 4) {
+      // Layout for PERF_SAMPLE_IP | TIME | CALLCHAIN: ip, time, nr,
+      // ips[nr]. Read in place: a record can be as long as the kernel's
+      // callchain limit allows.
+      uint64_t nr = words >= 3 ? ring_word(data, size, body + 16) : 0;
+      if (words < 3 || nr > words - 3) {
         t->skipped_records.fetch_add(1, std::memory_order_relaxed);
         tail += hdr.size;
         continue;
       }
       uint64_t ip = ring_word(data, size, body);
-      smp.weight_ns = ring_word(data, size, body + 16);
+      // The period it ended (PERF_SAMPLE_PERIOD would say the first one,
+      // whatever PERF_EVENT_IOC_PERIOD set since).
+      smp.weight_ns = t->period_ns;
       smp.wait_ns = t->preempted_ns;
       t->preempted_ns = 0;
       smp.flags = 0;
@@ -162,7 +174,7 @@ uint64_t drain_perf(ThreadState* t, void* uc) {
         smp.pcs[smp.n++] = ip;
         bool seen_ip = false;
         for (uint64_t i = 0; i < nr; i++) {
-          uint64_t pc = ring_word(data, size, body + 32 + i * 8);
+          uint64_t pc = ring_word(data, size, body + 24 + i * 8);
           if (pc >= static_cast<uint64_t>(PERF_CONTEXT_MAX)) continue;  // context markers
           if (!seen_ip) {
             seen_ip = true;
@@ -235,6 +247,16 @@ uint64_t sample_from_context(ThreadState* t, void* uc, int overrun) {
 
 }  // namespace
 
+uint64_t draw_period(uint64_t* state, uint64_t mean) {
+  uint64_t x = *state ? *state : 0x9e3779b97f4a7c15ull;  // xorshift64*
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  *state = x;
+  uint64_t r = (x * 0x2545f4914f6cdd1dull) >> 11;  // 53 random bits
+  return mean / 2 + r % (mean ? mean : 1);
+}
+
 int sample_signal() { return SIGRTMAX - 3; }
 
 void sampler_configure(const SamplerSettings& s) {
@@ -255,8 +277,10 @@ SamplerKind sampler_start(ThreadState* t, std::string* why) {
   attr.size = sizeof attr;
   attr.type = PERF_TYPE_SOFTWARE;
   attr.config = PERF_COUNT_SW_TASK_CLOCK;
-  attr.sample_period = g_settings.period_ns;
-  attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TIME | PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN;
+  t->rng = now_mono() ^ (static_cast<uint64_t>(t->tid) << 32);
+  t->period_ns = random_period(t);
+  attr.sample_period = t->period_ns;
+  attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
   // Context-switch records (allowed unprivileged for a thread's own events):
   // an out with the PREEMPT flag to the next in is time the thread was
   // runnable but had no CPU, which a sample's CPU time does not show.
@@ -351,6 +375,11 @@ void sampler_forget(ThreadState* t) {
 void process_samples(ThreadState* t, void* uc) {
   if (t->busy.exchange(1, std::memory_order_acquire)) return;
   add_hits(t, drain_perf(t, uc));
+  if (uc && ++t->samples_at_period >= kSamplesPerPeriod) {
+    t->samples_at_period = 0;
+    uint64_t next = random_period(t);
+    if (ioctl(t->perf_fd, PERF_EVENT_IOC_PERIOD, &next) == 0) t->period_ns = next;
+  }
   catch_up(t);
   t->busy.store(0, std::memory_order_release);
 }

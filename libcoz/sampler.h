@@ -47,6 +47,10 @@ void process_samples(ThreadState* t, void* uc);
 // 1 + `overrun` periods (si_overrun). Safe in signal context.
 void process_timer_sample(ThreadState* t, void* ucontext, int overrun);
 
+// A sampling period drawn uniformly from [mean/2, 3 mean/2) with the
+// generator state *state (xorshift64*). Safe in signal context.
+uint64_t draw_period(uint64_t* state, uint64_t mean);
+
 // Whether any thread fell back to the timer sampler (for the startup record).
 bool sampler_uses_timer();
 

@@ -116,6 +116,11 @@ struct ThreadState {
   bool blocked = false;      // between pre_block and post_block: debts wait for post_block
   std::atomic<int> busy{0};  // [sig] re-entrancy guard of sample processing
 
+  // The sampling period in force [sig], drawn afresh every few samples.
+  uint64_t period_ns = 0;
+  uint32_t samples_at_period = 0;
+  uint64_t rng = 0;
+
   // Context switches, from the perf ring's switch records [sig].
   uint64_t switched_out_ns = 0;  // CLOCK_MONOTONIC time of the last switch-out; 0 while on a CPU
   bool switched_out_preempted = false;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -15,6 +16,7 @@
 #include "delays.h"
 #include "experiment.h"
 #include "profile_writer.h"
+#include "sampler.h"
 #include "progress.h"
 #include "thread_state.h"
 #include "warnings.h"
@@ -543,4 +545,24 @@ TEST(Writer, StartupNamesTheBuild) {
   EXPECT_NE(s.find("\"argv0\":\"/bin/app\",\"build_id\":\"0a1b\","), std::string::npos) << s;
   r.build_id.clear();
   EXPECT_NE(w.format_startup(r).find("\"build_id\":null,"), std::string::npos);
+}
+
+TEST(Sampler, PeriodsAreRandomAroundTheMean) {
+  uint64_t state = 12345;
+  const uint64_t mean = 1000000;
+  double sum = 0, sum2 = 0;
+  const int n = 20000;
+  std::set<uint64_t> distinct;
+  for (int i = 0; i < n; i++) {
+    uint64_t p = draw_period(&state, mean);
+    ASSERT_GE(p, mean / 2);
+    ASSERT_LT(p, mean + mean / 2);
+    sum += p;
+    sum2 += static_cast<double>(p) * p;
+    distinct.insert(p);
+  }
+  double avg = sum / n, sd = std::sqrt(sum2 / n - avg * avg);
+  EXPECT_NEAR(avg, mean, mean * 0.01);
+  EXPECT_NEAR(sd, mean / std::sqrt(12.0), mean * 0.01);  // uniform over a width of `mean`
+  EXPECT_GT(distinct.size(), static_cast<size_t>(n * 0.99));
 }
