@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "clock.h"
+#include "sys.h"
 
 namespace coz {
 
@@ -29,7 +30,7 @@ uint64_t real_pause(uint64_t ns) {
   timespec req{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
   timespec rem;
   // The system call itself: libc's clock_nanosleep is interposed by us.
-  while (syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &req, &rem) != 0 && errno == EINTR) req = rem;
+  while (sys(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &req, &rem) != 0 && errno == EINTR) req = rem;
   return now_mono() - start;
 }
 

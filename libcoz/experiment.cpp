@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "rawlog.h"
 #include "warnings.h"
+#include "sys.h"
 
 namespace coz {
 
@@ -24,11 +25,11 @@ constexpr uint64_t kCoolOffNs = 10000000;  // 10 ms of paying debts between expe
 // futex wake from a signal handler.
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, uint64_t ns) {
   timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, &ts, nullptr, 0);
+  sys(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, &ts, nullptr, 0);
 }
 
 void futex_wake(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+  sys(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
 }
 
 }  // namespace

@@ -6,10 +6,20 @@
 //            meanwhile when another program thread released it (pre/post block)
 //   self   - waits on its own (time, I/O): pays its debt after it wakes
 // Logic lives in runtime.cpp and delays.cpp, never here.
+#include <fcntl.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/sendfile.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <threads.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -18,6 +28,7 @@
 
 #include "real.h"
 #include "runtime.h"
+#include "waits.h"
 
 #define COZ_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -25,16 +36,22 @@ using coz::hook_post_block;
 using coz::hook_pre_block;
 using coz::hook_wake;
 
-// Runs `call` as a blocking call; `woken` is an expression of `rc` telling
-// whether another program thread released this one.
-#define COZ_BLOCK(call, woken) \
-  ({                           \
-    hook_pre_block();          \
-    auto rc = (call);          \
-    hook_post_block(woken);    \
-    rc;                        \
+using coz::WaitKind;
+
+// Runs `call` as a blocking call of category `kind`; `woken` is an
+// expression of `rc` telling whether another program thread released this one.
+#define COZ_WAIT(kind, call, woken) \
+  ({                                \
+    hook_pre_block(kind);           \
+    auto rc = (call);               \
+    hook_post_block(kind, woken);   \
+    rc;                             \
   })
-#define COZ_SELF_BLOCK(call) COZ_BLOCK(call, false)
+#define COZ_BLOCK(call, woken) COZ_WAIT(WaitKind::kSync, call, woken)
+#define COZ_LOCK(call, woken) COZ_WAIT(WaitKind::kLock, call, woken)
+#define COZ_SLEEP(call) COZ_WAIT(WaitKind::kSleep, call, false)
+#define COZ_IO(call, woken) COZ_WAIT(WaitKind::kIo, call, woken)
+#define COZ_SELF_IO(call) COZ_IO(call, false)
 
 // glibc keeps the pre-2.3.2 condition variables under the default-less name.
 #define COND_VERSION "GLIBC_2.3.2"
@@ -106,6 +123,57 @@ COZ_REAL_FN(pselect, nullptr)
 COZ_REAL_FN(epoll_wait, nullptr)
 COZ_REAL_FN(epoll_pwait, nullptr)
 COZ_REAL_FN(_exit, nullptr)
+COZ_REAL_FN(syscall, nullptr)
+COZ_REAL_FN(thrd_create, nullptr)
+COZ_REAL_FN(thrd_join, nullptr)
+COZ_REAL_FN(thrd_exit, nullptr)
+COZ_REAL_FN(thrd_sleep, nullptr)
+COZ_REAL_FN(mtx_lock, nullptr)
+COZ_REAL_FN(mtx_timedlock, nullptr)
+COZ_REAL_FN(mtx_unlock, nullptr)
+COZ_REAL_FN(cnd_wait, nullptr)
+COZ_REAL_FN(cnd_timedwait, nullptr)
+COZ_REAL_FN(cnd_signal, nullptr)
+COZ_REAL_FN(cnd_broadcast, nullptr)
+COZ_REAL_FN(pthread_spin_lock, nullptr)
+COZ_REAL_FN(pthread_spin_unlock, nullptr)
+COZ_REAL_FN(waitpid, nullptr)
+COZ_REAL_FN(waitid, nullptr)
+COZ_REAL_FN(wait, nullptr)
+COZ_REAL_FN(wait3, nullptr)
+COZ_REAL_FN(wait4, nullptr)
+COZ_REAL_FN(pipe, nullptr)
+COZ_REAL_FN(pipe2, nullptr)
+COZ_REAL_FN(eventfd, nullptr)
+COZ_REAL_FN(eventfd_read, nullptr)
+COZ_REAL_FN(eventfd_write, nullptr)
+COZ_REAL_FN(close, nullptr)
+COZ_REAL_FN(dup, nullptr)
+COZ_REAL_FN(dup2, nullptr)
+COZ_REAL_FN(dup3, nullptr)
+COZ_REAL_FN(epoll_ctl, nullptr)
+COZ_REAL_FN(epoll_pwait2, nullptr)
+COZ_REAL_FN(readv, nullptr)
+COZ_REAL_FN(writev, nullptr)
+COZ_REAL_FN(pread, nullptr)
+COZ_REAL_FN(pread64, nullptr)
+COZ_REAL_FN(pwrite, nullptr)
+COZ_REAL_FN(pwrite64, nullptr)
+COZ_REAL_FN(preadv, nullptr)
+COZ_REAL_FN(preadv64, nullptr)
+COZ_REAL_FN(pwritev, nullptr)
+COZ_REAL_FN(pwritev64, nullptr)
+COZ_REAL_FN(preadv2, nullptr)
+COZ_REAL_FN(pwritev2, nullptr)
+COZ_REAL_FN(recvmmsg, nullptr)
+COZ_REAL_FN(sendmmsg, nullptr)
+COZ_REAL_FN(sendfile, nullptr)
+COZ_REAL_FN(fsync, nullptr)
+COZ_REAL_FN(fdatasync, nullptr)
+COZ_REAL_FN(flock, nullptr)
+COZ_REAL_FN(lockf, nullptr)
+COZ_REAL_FN(fcntl, nullptr)
+COZ_REAL_FN(fcntl64, nullptr)
 COZ_REAL_FN(_Exit, nullptr)
 
 // ---- threads ----
@@ -141,16 +209,16 @@ COZ_EXPORT int pthread_clockjoin_np(pthread_t t, void** value, clockid_t clock, 
 
 // block: released by the holder's unlock.
 COZ_EXPORT int pthread_mutex_lock(pthread_mutex_t* m) noexcept {
-  return COZ_BLOCK(real_pthread_mutex_lock()(m), rc == 0);
+  return COZ_LOCK(real_pthread_mutex_lock()(m), rc == 0);
 }
 // never blocks: nothing to account.
 COZ_EXPORT int pthread_mutex_trylock(pthread_mutex_t* m) noexcept { return real_pthread_mutex_trylock()(m); }
 // block, bounded by a timeout.
 COZ_EXPORT int pthread_mutex_timedlock(pthread_mutex_t* m, const struct timespec* abstime) noexcept {
-  return COZ_BLOCK(real_pthread_mutex_timedlock()(m, abstime), rc == 0);
+  return COZ_LOCK(real_pthread_mutex_timedlock()(m, abstime), rc == 0);
 }
 COZ_EXPORT int pthread_mutex_clocklock(pthread_mutex_t* m, clockid_t clock, const struct timespec* abstime) noexcept {
-  return COZ_BLOCK(real_pthread_mutex_clocklock()(m, clock, abstime), rc == 0);
+  return COZ_LOCK(real_pthread_mutex_clocklock()(m, clock, abstime), rc == 0);
 }
 // wake: a waiter may take the lock.
 COZ_EXPORT int pthread_mutex_unlock(pthread_mutex_t* m) noexcept {
@@ -196,26 +264,26 @@ COZ_EXPORT int pthread_barrier_wait(pthread_barrier_t* b) noexcept {
 
 // block: released by a writer's (or the last reader's) unlock.
 COZ_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t* l) noexcept {
-  return COZ_BLOCK(real_pthread_rwlock_rdlock()(l), rc == 0);
+  return COZ_LOCK(real_pthread_rwlock_rdlock()(l), rc == 0);
 }
 COZ_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t* l) noexcept {
-  return COZ_BLOCK(real_pthread_rwlock_wrlock()(l), rc == 0);
+  return COZ_LOCK(real_pthread_rwlock_wrlock()(l), rc == 0);
 }
 // never block: nothing to account.
 COZ_EXPORT int pthread_rwlock_tryrdlock(pthread_rwlock_t* l) noexcept { return real_pthread_rwlock_tryrdlock()(l); }
 COZ_EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t* l) noexcept { return real_pthread_rwlock_trywrlock()(l); }
 // block, bounded by a timeout.
 COZ_EXPORT int pthread_rwlock_timedrdlock(pthread_rwlock_t* l, const struct timespec* t) noexcept {
-  return COZ_BLOCK(real_pthread_rwlock_timedrdlock()(l, t), rc == 0);
+  return COZ_LOCK(real_pthread_rwlock_timedrdlock()(l, t), rc == 0);
 }
 COZ_EXPORT int pthread_rwlock_timedwrlock(pthread_rwlock_t* l, const struct timespec* t) noexcept {
-  return COZ_BLOCK(real_pthread_rwlock_timedwrlock()(l, t), rc == 0);
+  return COZ_LOCK(real_pthread_rwlock_timedwrlock()(l, t), rc == 0);
 }
 COZ_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t* l, clockid_t c, const struct timespec* t) noexcept {
-  return COZ_BLOCK(real_pthread_rwlock_clockrdlock()(l, c, t), rc == 0);
+  return COZ_LOCK(real_pthread_rwlock_clockrdlock()(l, c, t), rc == 0);
 }
 COZ_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t* l, clockid_t c, const struct timespec* t) noexcept {
-  return COZ_BLOCK(real_pthread_rwlock_clockwrlock()(l, c, t), rc == 0);
+  return COZ_LOCK(real_pthread_rwlock_clockwrlock()(l, c, t), rc == 0);
 }
 // wake.
 COZ_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t* l) noexcept {
@@ -226,10 +294,10 @@ COZ_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t* l) noexcept {
 // ---- POSIX semaphores ----
 
 // block: released by sem_post.
-COZ_EXPORT int sem_wait(sem_t* s) { return COZ_BLOCK(real_sem_wait()(s), rc == 0); }
-COZ_EXPORT int sem_timedwait(sem_t* s, const struct timespec* t) { return COZ_BLOCK(real_sem_timedwait()(s, t), rc == 0); }
+COZ_EXPORT int sem_wait(sem_t* s) { return COZ_LOCK(real_sem_wait()(s), rc == 0); }
+COZ_EXPORT int sem_timedwait(sem_t* s, const struct timespec* t) { return COZ_LOCK(real_sem_timedwait()(s, t), rc == 0); }
 COZ_EXPORT int sem_clockwait(sem_t* s, clockid_t c, const struct timespec* t) {
-  return COZ_BLOCK(real_sem_clockwait()(s, c, t), rc == 0);
+  return COZ_LOCK(real_sem_clockwait()(s, c, t), rc == 0);
 }
 // never blocks: nothing to account.
 COZ_EXPORT int sem_trywait(sem_t* s) noexcept { return real_sem_trywait()(s); }
@@ -299,13 +367,13 @@ COZ_EXPORT int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) noex
 // ---- sleeps: self ----
 
 COZ_EXPORT int nanosleep(const struct timespec* req, struct timespec* rem) {
-  return COZ_SELF_BLOCK(real_nanosleep()(req, rem));
+  return COZ_SLEEP(real_nanosleep()(req, rem));
 }
 COZ_EXPORT int clock_nanosleep(clockid_t clock, int flags, const struct timespec* req, struct timespec* rem) {
-  return COZ_SELF_BLOCK(real_clock_nanosleep()(clock, flags, req, rem));
+  return COZ_SLEEP(real_clock_nanosleep()(clock, flags, req, rem));
 }
-COZ_EXPORT int usleep(useconds_t us) { return COZ_SELF_BLOCK(real_usleep()(us)); }
-COZ_EXPORT unsigned int sleep(unsigned int s) { return COZ_SELF_BLOCK(real_sleep()(s)); }
+COZ_EXPORT int usleep(useconds_t us) { return COZ_SLEEP(real_usleep()(us)); }
+COZ_EXPORT unsigned int sleep(unsigned int s) { return COZ_SLEEP(real_sleep()(s)); }
 
 // ---- blocking I/O ----
 // Reads: self, unless the descriptor is a pipe or a local socket, whose other
@@ -313,56 +381,312 @@ COZ_EXPORT unsigned int sleep(unsigned int s) { return COZ_SELF_BLOCK(real_sleep
 // Writes: wake (a reader may be released), then self while the write blocks.
 
 COZ_EXPORT ssize_t read(int fd, void* buf, size_t n) {
-  return COZ_BLOCK(real_read()(fd, buf, n), rc >= 0 && coz::woken_through(fd));
+  return COZ_IO(real_read()(fd, buf, n), rc >= 0 && coz::fd_woken_by_sibling(fd));
 }
 COZ_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
   hook_wake();
-  return COZ_SELF_BLOCK(real_write()(fd, buf, n));
+  return COZ_SELF_IO(real_write()(fd, buf, n));
 }
 COZ_EXPORT ssize_t recv(int fd, void* buf, size_t n, int flags) {
-  return COZ_BLOCK(real_recv()(fd, buf, n, flags), rc >= 0 && coz::woken_through(fd));
+  return COZ_IO(real_recv()(fd, buf, n, flags), rc >= 0 && coz::fd_woken_by_sibling(fd));
 }
 COZ_EXPORT ssize_t recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, socklen_t* len) {
-  return COZ_BLOCK(real_recvfrom()(fd, buf, n, flags, addr, len), rc >= 0 && coz::woken_through(fd));
+  return COZ_IO(real_recvfrom()(fd, buf, n, flags, addr, len), rc >= 0 && coz::fd_woken_by_sibling(fd));
 }
 COZ_EXPORT ssize_t recvmsg(int fd, struct msghdr* msg, int flags) {
-  return COZ_BLOCK(real_recvmsg()(fd, msg, flags), rc >= 0 && coz::woken_through(fd));
+  return COZ_IO(real_recvmsg()(fd, msg, flags), rc >= 0 && coz::fd_woken_by_sibling(fd));
 }
 COZ_EXPORT ssize_t send(int fd, const void* buf, size_t n, int flags) {
   hook_wake();
-  return COZ_SELF_BLOCK(real_send()(fd, buf, n, flags));
+  return COZ_SELF_IO(real_send()(fd, buf, n, flags));
 }
 COZ_EXPORT ssize_t sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr, socklen_t len) {
   hook_wake();
-  return COZ_SELF_BLOCK(real_sendto()(fd, buf, n, flags, addr, len));
+  return COZ_SELF_IO(real_sendto()(fd, buf, n, flags, addr, len));
 }
 COZ_EXPORT ssize_t sendmsg(int fd, const struct msghdr* msg, int flags) {
   hook_wake();
-  return COZ_SELF_BLOCK(real_sendmsg()(fd, msg, flags));
+  return COZ_SELF_IO(real_sendmsg()(fd, msg, flags));
 }
 // Accept and connect: self (the peer is usually another process).
-COZ_EXPORT int accept(int fd, struct sockaddr* addr, socklen_t* len) { return COZ_SELF_BLOCK(real_accept()(fd, addr, len)); }
+COZ_EXPORT int accept(int fd, struct sockaddr* addr, socklen_t* len) { return COZ_SELF_IO(real_accept()(fd, addr, len)); }
 COZ_EXPORT int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
-  return COZ_SELF_BLOCK(real_accept4()(fd, addr, len, flags));
+  return COZ_SELF_IO(real_accept4()(fd, addr, len, flags));
 }
 COZ_EXPORT int connect(int fd, const struct sockaddr* addr, socklen_t len) {
-  return COZ_SELF_BLOCK(real_connect()(fd, addr, len));
+  return COZ_SELF_IO(real_connect()(fd, addr, len));
 }
-COZ_EXPORT int poll(struct pollfd* fds, nfds_t n, int timeout) { return COZ_SELF_BLOCK(real_poll()(fds, n, timeout)); }
+COZ_EXPORT int poll(struct pollfd* fds, nfds_t n, int timeout) {
+  return COZ_IO(real_poll()(fds, n, timeout), coz::poll_woken_by_sibling(fds, n, rc));
+}
 COZ_EXPORT int ppoll(struct pollfd* fds, nfds_t n, const struct timespec* t, const sigset_t* mask) {
-  return COZ_SELF_BLOCK(real_ppoll()(fds, n, t, mask));
+  return COZ_IO(real_ppoll()(fds, n, t, mask), coz::poll_woken_by_sibling(fds, n, rc));
 }
 COZ_EXPORT int select(int n, fd_set* r, fd_set* w, fd_set* e, struct timeval* t) {
-  return COZ_SELF_BLOCK(real_select()(n, r, w, e, t));
+  return COZ_IO(real_select()(n, r, w, e, t), coz::select_woken_by_sibling(n, r, rc));
 }
 COZ_EXPORT int pselect(int n, fd_set* r, fd_set* w, fd_set* e, const struct timespec* t, const sigset_t* mask) {
-  return COZ_SELF_BLOCK(real_pselect()(n, r, w, e, t, mask));
+  return COZ_IO(real_pselect()(n, r, w, e, t, mask), coz::select_woken_by_sibling(n, r, rc));
 }
 COZ_EXPORT int epoll_wait(int fd, struct epoll_event* ev, int n, int timeout) {
-  return COZ_SELF_BLOCK(real_epoll_wait()(fd, ev, n, timeout));
+  return COZ_IO(real_epoll_wait()(fd, ev, n, timeout), coz::epoll_woken_by_sibling(fd, ev, rc));
 }
 COZ_EXPORT int epoll_pwait(int fd, struct epoll_event* ev, int n, int timeout, const sigset_t* mask) {
-  return COZ_SELF_BLOCK(real_epoll_pwait()(fd, ev, n, timeout, mask));
+  return COZ_IO(real_epoll_pwait()(fd, ev, n, timeout, mask), coz::epoll_woken_by_sibling(fd, ev, rc));
+}
+
+// ---- more blocking I/O: self, or woken when the descriptor links siblings ----
+
+COZ_EXPORT ssize_t readv(int fd, const struct iovec* iov, int n) {
+  return COZ_IO(real_readv()(fd, iov, n), rc >= 0 && coz::fd_woken_by_sibling(fd));
+}
+COZ_EXPORT ssize_t writev(int fd, const struct iovec* iov, int n) {
+  hook_wake();
+  return COZ_SELF_IO(real_writev()(fd, iov, n));
+}
+// Positional reads and writes: files, where nothing of the program's wakes anyone.
+COZ_EXPORT ssize_t pread(int fd, void* buf, size_t n, off_t off) { return COZ_SELF_IO(real_pread()(fd, buf, n, off)); }
+COZ_EXPORT ssize_t pread64(int fd, void* buf, size_t n, off64_t off) {
+  return COZ_SELF_IO(real_pread64()(fd, buf, n, off));
+}
+COZ_EXPORT ssize_t pwrite(int fd, const void* buf, size_t n, off_t off) {
+  return COZ_SELF_IO(real_pwrite()(fd, buf, n, off));
+}
+COZ_EXPORT ssize_t pwrite64(int fd, const void* buf, size_t n, off64_t off) {
+  return COZ_SELF_IO(real_pwrite64()(fd, buf, n, off));
+}
+COZ_EXPORT ssize_t preadv(int fd, const struct iovec* iov, int n, off_t off) {
+  return COZ_SELF_IO(real_preadv()(fd, iov, n, off));
+}
+COZ_EXPORT ssize_t preadv64(int fd, const struct iovec* iov, int n, off64_t off) {
+  return COZ_SELF_IO(real_preadv64()(fd, iov, n, off));
+}
+COZ_EXPORT ssize_t pwritev(int fd, const struct iovec* iov, int n, off_t off) {
+  return COZ_SELF_IO(real_pwritev()(fd, iov, n, off));
+}
+COZ_EXPORT ssize_t pwritev64(int fd, const struct iovec* iov, int n, off64_t off) {
+  return COZ_SELF_IO(real_pwritev64()(fd, iov, n, off));
+}
+COZ_EXPORT ssize_t preadv2(int fd, const struct iovec* iov, int n, off_t off, int flags) {
+  return COZ_IO(real_preadv2()(fd, iov, n, off, flags), rc >= 0 && off == -1 && coz::fd_woken_by_sibling(fd));
+}
+COZ_EXPORT ssize_t pwritev2(int fd, const struct iovec* iov, int n, off_t off, int flags) {
+  hook_wake();
+  return COZ_SELF_IO(real_pwritev2()(fd, iov, n, off, flags));
+}
+COZ_EXPORT int recvmmsg(int fd, struct mmsghdr* v, unsigned int n, int flags, struct timespec* t) {
+  return COZ_IO(real_recvmmsg()(fd, v, n, flags, t), rc >= 0 && coz::fd_woken_by_sibling(fd));
+}
+COZ_EXPORT int sendmmsg(int fd, struct mmsghdr* v, unsigned int n, int flags) {
+  hook_wake();
+  return COZ_SELF_IO(real_sendmmsg()(fd, v, n, flags));
+}
+COZ_EXPORT ssize_t sendfile(int out, int in, off_t* off, size_t n) noexcept {
+  hook_wake();
+  return COZ_SELF_IO(real_sendfile()(out, in, off, n));
+}
+COZ_EXPORT int fsync(int fd) { return COZ_SELF_IO(real_fsync()(fd)); }
+COZ_EXPORT int fdatasync(int fd) { return COZ_SELF_IO(real_fdatasync()(fd)); }
+COZ_EXPORT int epoll_pwait2(int fd, struct epoll_event* ev, int n, const struct timespec* t, const sigset_t* mask) {
+  return COZ_IO(real_epoll_pwait2()(fd, ev, n, t, mask), coz::epoll_woken_by_sibling(fd, ev, rc));
+}
+
+// ---- descriptors: what each links to (see waits.h) ----
+
+COZ_EXPORT int pipe(int fds[2]) noexcept {
+  int rc = real_pipe()(fds);
+  if (rc == 0) coz::fds_pipe_created(fds);
+  return rc;
+}
+COZ_EXPORT int pipe2(int fds[2], int flags) noexcept {
+  int rc = real_pipe2()(fds, flags);
+  if (rc == 0) coz::fds_pipe_created(fds);
+  return rc;
+}
+COZ_EXPORT int eventfd(unsigned int count, int flags) noexcept {
+  int fd = real_eventfd()(count, flags);
+  coz::fds_eventfd_created(fd);
+  return fd;
+}
+// block: an eventfd created here is released by another of the program's threads.
+COZ_EXPORT int eventfd_read(int fd, eventfd_t* value) {
+  return COZ_IO(real_eventfd_read()(fd, value), rc == 0 && coz::fd_woken_by_sibling(fd));
+}
+// wake.
+COZ_EXPORT int eventfd_write(int fd, eventfd_t value) {
+  hook_wake();
+  return real_eventfd_write()(fd, value);
+}
+COZ_EXPORT int close(int fd) {
+  coz::fds_closed(fd);
+  return real_close()(fd);
+}
+COZ_EXPORT int dup(int from) noexcept {
+  int rc = real_dup()(from);
+  if (rc >= 0) coz::fds_copied(from, rc);
+  return rc;
+}
+COZ_EXPORT int dup2(int from, int to) noexcept {
+  int rc = real_dup2()(from, to);
+  if (rc >= 0) coz::fds_copied(from, rc);
+  return rc;
+}
+COZ_EXPORT int dup3(int from, int to, int flags) noexcept {
+  int rc = real_dup3()(from, to, flags);
+  if (rc >= 0) coz::fds_copied(from, rc);
+  return rc;
+}
+COZ_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event* ev) noexcept {
+  int rc = real_epoll_ctl()(epfd, op, fd, ev);
+  if (rc == 0) coz::fds_epoll_ctl(epfd, op, fd, ev);
+  return rc;
+}
+
+// ---- file locks: self (another process usually holds them) ----
+
+COZ_EXPORT int flock(int fd, int op) noexcept {
+  if (op & LOCK_NB) return real_flock()(fd, op);  // never blocks
+  return COZ_LOCK(real_flock()(fd, op), false);
+}
+COZ_EXPORT int lockf(int fd, int cmd, off_t len) {
+  if (cmd != F_LOCK) return real_lockf()(fd, cmd, len);
+  return COZ_LOCK(real_lockf()(fd, cmd, len), false);
+}
+// fcntl takes an int or a pointer as its third argument: both travel in the
+// same register, read as a pointer-sized value as glibc does. Only the
+// waiting lock commands are accounted; every other command passes through.
+#define COZ_FCNTL(real)                                                               \
+  va_list ap;                                                                         \
+  va_start(ap, cmd);                                                                  \
+  void* arg = va_arg(ap, void*);                                                      \
+  va_end(ap);                                                                         \
+  if (cmd == F_SETLKW || cmd == F_OFD_SETLKW) return COZ_LOCK(real()(fd, cmd, arg), false); \
+  if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {                                     \
+    int rc = real()(fd, cmd, arg);                                                    \
+    if (rc >= 0) coz::fds_copied(fd, rc);                                             \
+    return rc;                                                                        \
+  }                                                                                   \
+  return real()(fd, cmd, arg);
+COZ_EXPORT int fcntl(int fd, int cmd, ...) { COZ_FCNTL(real_fcntl) }
+COZ_EXPORT int fcntl64(int fd, int cmd, ...) { COZ_FCNTL(real_fcntl64) }
+
+// ---- child processes: self (another process ends) ----
+
+COZ_EXPORT pid_t waitpid(pid_t pid, int* status, int options) {
+  return COZ_WAIT(WaitKind::kSync, real_waitpid()(pid, status, options), false);
+}
+COZ_EXPORT int waitid(idtype_t type, id_t id, siginfo_t* info, int options) {
+  return COZ_WAIT(WaitKind::kSync, real_waitid()(type, id, info, options), false);
+}
+COZ_EXPORT pid_t wait(int* status) { return COZ_WAIT(WaitKind::kSync, real_wait()(status), false); }
+COZ_EXPORT pid_t wait3(int* status, int options, struct rusage* usage) noexcept {
+  return COZ_WAIT(WaitKind::kSync, real_wait3()(status, options, usage), false);
+}
+COZ_EXPORT pid_t wait4(pid_t pid, int* status, int options, struct rusage* usage) noexcept {
+  return COZ_WAIT(WaitKind::kSync, real_wait4()(pid, status, options, usage), false);
+}
+
+// ---- spin locks ----
+
+// block: spins until the holder's unlock.
+COZ_EXPORT int pthread_spin_lock(pthread_spinlock_t* l) noexcept {
+  return COZ_LOCK(real_pthread_spin_lock()(l), rc == 0);
+}
+// wake.
+COZ_EXPORT int pthread_spin_unlock(pthread_spinlock_t* l) noexcept {
+  hook_wake();
+  return real_pthread_spin_unlock()(l);
+}
+
+// ---- C11 threads (glibc implements them on its internal pthread symbols,
+// which no wrapper above sees) ----
+
+// wake: the new thread starts level with its creator, and is sampled.
+COZ_EXPORT int thrd_create(thrd_t* thr, thrd_start_t fn, void* arg) {
+  coz::runtime_init();
+  hook_wake();
+  coz::ThreadStart* start = coz::prepare_c11_thread(fn, arg);
+  int rc = real_thrd_create()(thr, coz::c11_thread_trampoline, start);
+  if (rc != thrd_success) coz::discard_thread_start(start);
+  return rc;
+}
+// block: released when the other thread ends.
+COZ_EXPORT int thrd_join(thrd_t thr, int* res) { return COZ_BLOCK(real_thrd_join()(thr, res), rc == thrd_success); }
+// wake: joiners are released.
+COZ_EXPORT void thrd_exit(int res) {
+  hook_wake();
+  real_thrd_exit()(res);
+  __builtin_unreachable();
+}
+COZ_EXPORT int thrd_sleep(const struct timespec* d, struct timespec* rem) {
+  return COZ_SLEEP(real_thrd_sleep()(d, rem));
+}
+// block: released by the holder's unlock.
+COZ_EXPORT int mtx_lock(mtx_t* m) { return COZ_LOCK(real_mtx_lock()(m), rc == thrd_success); }
+COZ_EXPORT int mtx_timedlock(mtx_t* __restrict m, const struct timespec* __restrict t) {
+  return COZ_LOCK(real_mtx_timedlock()(m, t), rc == thrd_success);
+}
+// wake.
+COZ_EXPORT int mtx_unlock(mtx_t* m) {
+  hook_wake();
+  return real_mtx_unlock()(m);
+}
+// wake (the mutex is released), then block until signalled.
+COZ_EXPORT int cnd_wait(cnd_t* c, mtx_t* m) {
+  hook_wake();
+  return COZ_BLOCK(real_cnd_wait()(c, m), rc == thrd_success);
+}
+COZ_EXPORT int cnd_timedwait(cnd_t* __restrict c, mtx_t* __restrict m, const struct timespec* __restrict t) {
+  hook_wake();
+  return COZ_BLOCK(real_cnd_timedwait()(c, m, t), rc == thrd_success);
+}
+// wake.
+COZ_EXPORT int cnd_signal(cnd_t* c) {
+  hook_wake();
+  return real_cnd_signal()(c);
+}
+COZ_EXPORT int cnd_broadcast(cnd_t* c) {
+  hook_wake();
+  return real_cnd_broadcast()(c);
+}
+
+// ---- futexes made with syscall(2): Rust's std, C++20 atomic::wait and
+// std::latch/barrier/counting_semaphore, abseil, folly ----
+
+// block for the waiting operations, wake for the waking ones. The six
+// arguments are read as glibc's syscall() reads them (registers, whatever
+// the caller passed).
+COZ_EXPORT long syscall(long n, ...) {
+  va_list ap;
+  va_start(ap, n);
+  long a1 = va_arg(ap, long), a2 = va_arg(ap, long), a3 = va_arg(ap, long);
+  long a4 = va_arg(ap, long), a5 = va_arg(ap, long), a6 = va_arg(ap, long);
+  va_end(ap);
+  if (n == SYS_futex) {
+    switch (a2 & FUTEX_CMD_MASK) {
+      case FUTEX_WAIT:
+      case FUTEX_WAIT_BITSET:
+      case FUTEX_WAIT_REQUEUE_PI:
+        return COZ_BLOCK(real_syscall()(n, a1, a2, a3, a4, a5, a6), rc == 0);
+      case FUTEX_LOCK_PI:
+      case FUTEX_LOCK_PI2:
+        return COZ_LOCK(real_syscall()(n, a1, a2, a3, a4, a5, a6), rc == 0);
+      case FUTEX_WAKE:
+      case FUTEX_WAKE_BITSET:
+      case FUTEX_WAKE_OP:
+      case FUTEX_REQUEUE:
+      case FUTEX_CMP_REQUEUE:
+      case FUTEX_CMP_REQUEUE_PI:
+      case FUTEX_UNLOCK_PI:
+        hook_wake();
+        break;
+      default:
+        break;
+    }
+  } else if (n == SYS_futex_waitv) {
+    return COZ_BLOCK(real_syscall()(n, a1, a2, a3, a4, a5, a6), rc >= 0);
+  }
+  return real_syscall()(n, a1, a2, a3, a4, a5, a6);
 }
 
 // ---- libraries and exit ----

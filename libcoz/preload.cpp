@@ -17,8 +17,8 @@ COZ_EXPORT coz_counter_layout* _coz_get_counter(int type, const char* name) {
   return coz::progress().counter(type, name);
 }
 // Custom synchronization: this thread is about to wait for another.
-COZ_EXPORT void _coz_pre_block() { coz::hook_pre_block(); }
+COZ_EXPORT void _coz_pre_block() { coz::hook_pre_block(coz::WaitKind::kSync); }
 // ... and has resumed; `woken` when another program thread released it.
-COZ_EXPORT void _coz_post_block(bool woken) { coz::hook_post_block(woken); }
+COZ_EXPORT void _coz_post_block(bool woken) { coz::hook_post_block(coz::WaitKind::kSync, woken); }
 // This thread is about to release others: pay its delays first.
 COZ_EXPORT void _coz_add_delays() { coz::hook_wake(); }

@@ -12,6 +12,7 @@
 #include "warnings.h"
 #include "sampler.h"
 #include "thread_state.h"
+#include "sys.h"
 
 namespace coz {
 
@@ -57,7 +58,7 @@ void ProgressRegistry::attach_thread(ThreadState* t) {
     attr.bp_len = sizeof(long);
     attr.exclude_kernel = 1;
     attr.exclude_hv = 1;
-    long fd = syscall(SYS_perf_event_open, &attr, t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    long fd = sys(SYS_perf_event_open, &attr, t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
     if (fd >= 0 && (fd = move_fd_high(static_cast<int>(fd))) < 0) {
       // The program's own open() must not fail because of us: this thread's
       // visits go uncounted (said once).

@@ -30,6 +30,7 @@
 #include "real.h"
 #include "sampler.h"
 #include "warnings.h"
+#include "sys.h"
 
 COZ_REAL_FN(pthread_create, nullptr)
 COZ_REAL_FN(pthread_mutex_lock, nullptr)
@@ -100,8 +101,8 @@ InternalLock g_signal_lock;
 const int kTerminateSignals[] = {SIGINT, SIGTERM, SIGHUP};
 struct sigaction g_program_action[_NSIG];  // the program's view of virtualized signals
 
-pid_t raw_getpid() { return static_cast<pid_t>(syscall(SYS_getpid)); }
-pid_t raw_gettid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+pid_t raw_getpid() { return static_cast<pid_t>(sys(SYS_getpid)); }
+pid_t raw_gettid() { return static_cast<pid_t>(sys(SYS_gettid)); }
 
 ThreadState* alloc_state() {
   Locked g(g_registry_lock);
@@ -242,7 +243,7 @@ void die_by_default(int sig) {
   sigemptyset(&set);
   sigaddset(&set, sig);
   real_pthread_sigmask()(SIG_UNBLOCK, &set, nullptr);
-  syscall(SYS_tgkill, raw_getpid(), raw_gettid(), sig);
+  sys(SYS_tgkill, raw_getpid(), raw_gettid(), sig);
 }
 
 void finish(const char* reason, uint64_t timeout_ns) {
@@ -618,12 +619,19 @@ void runtime_init() {
 
 struct ThreadStart {
   void* (*fn)(void*);
+  int (*c11_fn)(void*);  // thrd_create's start routine, or null
   void* arg;
   ThreadState* state;
 };
 
+ThreadStart* prepare_c11_thread(int (*fn)(void*), void* arg) {
+  ThreadStart* s = prepare_thread(nullptr, arg);
+  s->c11_fn = fn;
+  return s;
+}
+
 ThreadStart* prepare_thread(void* (*fn)(void*), void* arg) {
-  ThreadStart* s = new ThreadStart{fn, arg, nullptr};
+  ThreadStart* s = new ThreadStart{fn, nullptr, arg, nullptr};
   if (g_state.load() == kActive && !tls_in_runtime) {
     RuntimeGuard guard;
     s->state = alloc_state();
@@ -644,10 +652,10 @@ void discard_thread_start(ThreadStart* s) {
   delete s;
 }
 
-void* thread_trampoline(void* arg) {
-  ThreadStart* s = static_cast<ThreadStart*>(arg);
-  void* (*fn)(void*) = s->fn;
-  void* fn_arg = s->arg;
+namespace {
+// In the new thread: starts sampling it (when its creator prepared it to be)
+// and frees its start block.
+void enter_thread(ThreadStart* s) {
   if (s->state) {
     if (g_state.load() == kActive && raw_getpid() == g_pid) {
       begin_thread(s->state, true);
@@ -658,18 +666,23 @@ void* thread_trampoline(void* arg) {
     }
   }
   delete s;
+}
+}  // namespace
+
+void* thread_trampoline(void* arg) {
+  ThreadStart* s = static_cast<ThreadStart*>(arg);
+  void* (*fn)(void*) = s->fn;
+  void* fn_arg = s->arg;
+  enter_thread(s);
   return fn(fn_arg);
 }
 
-bool woken_through(int fd) {
-  if (!hooked_thread() || !shared().paying.load(std::memory_order_relaxed)) return false;
-  struct stat st;
-  if (fstat(fd, &st) != 0) return false;
-  if (S_ISFIFO(st.st_mode)) return true;
-  if (!S_ISSOCK(st.st_mode)) return false;
-  sockaddr_storage addr;
-  socklen_t len = sizeof addr;
-  return getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0 && addr.ss_family == AF_UNIX;
+int c11_thread_trampoline(void* arg) {
+  ThreadStart* s = static_cast<ThreadStart*>(arg);
+  int (*fn)(void*) = s->c11_fn;
+  void* fn_arg = s->arg;
+  enter_thread(s);
+  return fn(fn_arg);
 }
 
 void on_fast_exit() {
@@ -729,7 +742,7 @@ int virtual_sigmask(SigmaskFn real, int how, const sigset_t* set, sigset_t* olds
     int n = tls_deferred_count;
     tls_deferred_count = 0;
     for (int i = 0; i < n; i++)
-      syscall(SYS_rt_tgsigqueueinfo, raw_getpid(), raw_gettid(), ss, &tls_deferred[i]);
+      sys(SYS_rt_tgsigqueueinfo, raw_getpid(), raw_gettid(), ss, &tls_deferred[i]);
   }
   return rc;
 }

@@ -9,6 +9,7 @@
 #include "delays.h"
 #include "sampler.h"
 #include "thread_state.h"
+#include "waits.h"
 
 namespace coz {
 
@@ -44,10 +45,10 @@ inline void hook_wake() {  // before this thread releases another: catch up on o
     errno = e;
   }
 }
-inline void hook_pre_block() {
+inline void hook_pre_block(WaitKind) {
   if (ThreadState* t = hooked_thread()) pre_block(t);
 }
-inline void hook_post_block(bool woken_by_program_thread) {
+inline void hook_post_block(WaitKind, bool woken_by_program_thread) {
   if (ThreadState* t = hooked_thread()) {
     int e = errno;
     post_block(t, woken_by_program_thread);
@@ -55,15 +56,12 @@ inline void hook_post_block(bool woken_by_program_thread) {
   }
 }
 
-// Whether a read on `fd` that returned was most likely released by another
-// thread of the program: the descriptor is a pipe or a local (AF_UNIX)
-// socket. Answers false at once (no system call) outside experiments.
-bool woken_through(int fd);
-
 // Threads.
 struct ThreadStart;
 ThreadStart* prepare_thread(void* (*fn)(void*), void* arg);  // in the creating thread
 void* thread_trampoline(void* start);                        // start routine of the new thread
+ThreadStart* prepare_c11_thread(int (*fn)(void*), void* arg);  // thrd_create
+int c11_thread_trampoline(void* start);
 void discard_thread_start(ThreadStart* start);               // pthread_create failed
 
 

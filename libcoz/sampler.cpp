@@ -26,6 +26,7 @@
 #include "clock.h"
 #include "delays.h"
 #include "fds.h"
+#include "sys.h"
 
 namespace coz {
 
@@ -37,10 +38,10 @@ std::atomic<bool> g_any_timer{false};
 constexpr size_t kDataPages = 8;  // ring buffer pages (power of two)
 
 long perf_event_open(perf_event_attr* attr, pid_t pid, int cpu, int group, unsigned long flags) {
-  return syscall(SYS_perf_event_open, attr, pid, cpu, group, flags);
+  return sys(SYS_perf_event_open, attr, pid, cpu, group, flags);
 }
 
-pid_t gettid_raw() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+pid_t gettid_raw() { return static_cast<pid_t>(sys(SYS_gettid)); }
 
 // [sig] Counts the sample and hands it to the profiler thread. Hit test: the
 // first frame in the published scope is the sample's first in-scope frame
@@ -212,7 +213,7 @@ uint64_t drain_perf(ThreadState* t, void* uc) {
 // [sig] The thread's total time runnable but waiting for a CPU
 // (/proc/thread-self/schedstat, second field, in ns); 0 if unreadable.
 uint64_t schedstat_wait_ns() {
-  int fd = static_cast<int>(syscall(SYS_open, "/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC));
+  int fd = static_cast<int>(sys(SYS_open, "/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC));
   if (fd < 0) return 0;
   char buf[96];
   ssize_t n = read(fd, buf, sizeof buf - 1);

@@ -8,6 +8,7 @@
 
 #include "profile_writer.h"
 #include "rawlog.h"
+#include "runtime.h"
 
 namespace coz {
 
@@ -50,6 +51,7 @@ void warnings_fork_child() {
 }
 
 void warn(const char* code, const std::string& message) {
+  RuntimeGuard guard;  // its lock and write are the runtime's, not the program's
   State& s = state();
   std::lock_guard<std::mutex> g(s.mu);
   if (!s.said.insert(std::string(code) + '\n' + message).second) return;

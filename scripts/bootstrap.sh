@@ -27,6 +27,9 @@ install_apt() {
   for p in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
+  # A Rust compiler for the Rust program of the end-to-end tests: rustup's
+  # when there is one, else Debian's.
+  if ! command -v rustc >/dev/null && [ ! -x "$HOME/.cargo/bin/rustc" ]; then missing+=(rustc); fi
   # node and python may come from elsewhere (nvm, pyenv): do not fight them.
   if command -v node >/dev/null && command -v npm >/dev/null; then
     missing=("${missing[@]/nodejs}"); missing=("${missing[@]/npm}")

@@ -1,6 +1,10 @@
 // Unit tests of the runtime's pure parts: option table, delay accounting,
 // experiment scheduling helpers, progress deltas and the profile writer.
 #include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -19,6 +23,7 @@
 #include "sampler.h"
 #include "progress.h"
 #include "thread_state.h"
+#include "waits.h"
 #include "warnings.h"
 
 using namespace coz;
@@ -565,4 +570,76 @@ TEST(Sampler, PeriodsAreRandomAroundTheMean) {
   EXPECT_NEAR(avg, mean, mean * 0.01);
   EXPECT_NEAR(sd, mean / std::sqrt(12.0), mean * 0.01);  // uniform over a width of `mean`
   EXPECT_GT(distinct.size(), static_cast<size_t>(n * 0.99));
+}
+
+// ---- what a descriptor links to ----
+
+TEST(Waits, PipesCreatedHereLinkSiblingsInheritedOnesDoNot) {
+  int own[2], foreign[2];
+  ASSERT_EQ(pipe(own), 0);
+  fds_pipe_created(own);  // as the interposed pipe() does
+  ASSERT_EQ(pipe(foreign), 0);  // as a shell's pipe the program inherits: never seen
+  EXPECT_TRUE(fd_links_siblings(own[0]));
+  EXPECT_TRUE(fd_links_siblings(own[1]));
+  EXPECT_FALSE(fd_links_siblings(foreign[0]));
+  for (int fd : {own[0], own[1], foreign[0], foreign[1]}) close(fd);
+}
+
+TEST(Waits, UnixSocketsLinkSiblingsOnlyWhenThePeerIsThisProcess) {
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
+  EXPECT_TRUE(fd_links_siblings(pair[0]));
+  // A local server in another process, as a database would be.
+  int child_side[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, child_side), 0);
+  char path[] = "/tmp/coz_sock_XXXXXX";
+  ASSERT_NE(mkdtemp(path), nullptr);
+  std::string sock = std::string(path) + "/s";
+  pid_t pid = fork();
+  if (pid == 0) {
+    int srv = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    strncpy(a.sun_path, sock.c_str(), sizeof a.sun_path - 1);
+    bind(srv, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    listen(srv, 1);
+    char c = 1;
+    if (write(child_side[1], &c, 1) != 1) _exit(1);
+    int conn = accept(srv, nullptr, nullptr);
+    if (read(conn, &c, 1) < 0) _exit(1);
+    _exit(0);
+  }
+  char c;
+  ASSERT_EQ(read(child_side[0], &c, 1), 1);  // the server listens
+  int cli = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  strncpy(a.sun_path, sock.c_str(), sizeof a.sun_path - 1);
+  ASSERT_EQ(connect(cli, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  EXPECT_FALSE(fd_links_siblings(cli)) << "the peer is another process";
+  ASSERT_EQ(write(cli, "x", 1), 1);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  for (int fd : {pair[0], pair[1], child_side[0], child_side[1], cli}) close(fd);
+  unlink(sock.c_str());
+  rmdir(path);
+}
+
+TEST(Waits, EventfdsCreatedHereLinkSiblingsUntilClosed) {
+  int fd = eventfd(0, 0);
+  ASSERT_GE(fd, 0);
+  EXPECT_FALSE(fd_links_siblings(fd)) << "not seen created";
+  fds_eventfd_created(fd);
+  EXPECT_TRUE(fd_links_siblings(fd));
+  int copy = fcntl(fd, F_DUPFD_CLOEXEC, 100);
+  fds_copied(fd, copy);
+  EXPECT_TRUE(fd_links_siblings(copy));
+  fds_closed(fd);
+  close(fd);
+  EXPECT_FALSE(fd_links_siblings(fd));
+  int file = open("/dev/null", O_RDONLY);  // may reuse the number
+  EXPECT_FALSE(fd_links_siblings(file));
+  close(file);
+  fds_closed(copy);
+  close(copy);
 }

@@ -1,0 +1,44 @@
+// What a wait is: which category it belongs to, and whether it ended
+// because another thread of the program released the waiter. The
+// interposed calls (interpose.cpp) describe each blocking call with these;
+// delay accounting, blocked samples and the synchronization counters read
+// the same description.
+//
+// Descriptors: a read on a descriptor is released by a sibling thread when
+// the other end is in this process: a pipe this process created, an
+// AF_UNIX socket whose peer is this process (SO_PEERCRED), an eventfd
+// created here. A pipe inherited from a shell (`cat x | app`) or a socket
+// to a local server is the outside world. Checked only while an
+// experiment runs (the answer matters for delays only then).
+#pragma once
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+
+#include <cstdint>
+
+namespace coz {
+
+// Blocked-sample categories (BCOZ's: I/O, lock, sleep, synchronization).
+enum class WaitKind : uint8_t { kIo, kLock, kSleep, kSync, kOther };
+
+// Descriptor bookkeeping, from the interposed calls that create, copy and
+// close descriptors. Cheap: a byte store or an atomic insert.
+void fds_pipe_created(const int fds[2]);
+void fds_eventfd_created(int fd);
+void fds_closed(int fd);
+void fds_copied(int from, int to);
+void fds_epoll_ctl(int epfd, int op, int fd, const struct epoll_event* ev);
+
+// Whether a wait that returned on these descriptors was ended by a sibling
+// thread. Answer false at once (no system call) outside experiments.
+bool fd_woken_by_sibling(int fd);
+bool poll_woken_by_sibling(const struct pollfd* fds, unsigned long n, int ready);
+bool select_woken_by_sibling(int nfds, const fd_set* readfds, int ready);
+bool epoll_woken_by_sibling(int epfd, const struct epoll_event* events, int ready);
+
+// The classification itself, without the experiment check (for tests).
+bool fd_links_siblings(int fd);
+
+}  // namespace coz

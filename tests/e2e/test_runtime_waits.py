@@ -1,0 +1,99 @@
+"""Waits the program makes through other paths than the pthread calls: futexes
+made with syscall(2), eventfd with epoll, a pipe of the program's own with
+poll, C11 threads. A thread released by another must be credited with the
+delays its waker paid, not pay them again: on a serial hand-off the
+prediction for one thread's line is then its share of the rounds, measured
+by the run's own samples."""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import PROGRAMS, build_program, coz_run, records
+from hostile_common import assert_same_behaviour, run_plain
+
+from cozprof.analysis import analyze
+from cozprof.profile import load
+
+
+def marker(text):
+    with open(f"{PROGRAMS}/pingpong.c") as f:
+        for n, line in enumerate(f, 1):
+            if f"/* {text} */" in line:
+                return f"pingpong.c:{n}"
+    raise AssertionError(text)
+
+
+def sampled(out):
+    counts = {}
+    for r in records(out):
+        if r["type"] == "samples":
+            for k, n in r["counts"].items():
+                counts[k] = counts.get(k, 0) + n
+    return counts
+
+
+@pytest.mark.parametrize("mode", ["futex", "eventfd", "pipe", "c11"])
+def test_hand_off_credits_the_woken_thread(tmp_path, mode):
+    exe = build_program("pingpong", tmp_path)
+    plain = run_plain([exe, mode, "0.3"])
+    out = tmp_path / "p.coz"
+    x, y = marker("LINE_X"), marker("LINE_Y")
+    profiled = coz_run(["--fixed-line", x, "--experiment-length", "50ms", "-o", str(out)], [exe, mode, "3"])
+    assert_same_behaviour(plain, profiled)
+    counts = sampled(out)
+    nx = sum(n for k, n in counts.items() if k.endswith("/" + x))
+    ny = sum(n for k, n in counts.items() if k.endswith("/" + y))
+    assert nx > 100 and ny > 50, counts  # both threads are sampled (C11 threads were not)
+    share = nx / (nx + ny)
+    (result,) = [r for r in analyze(load([str(out)]), phase_correction=False)["lines"] if r["line"].endswith("/" + x)]
+    # Paying a second time after each hand-off slowed the sped-up rounds down:
+    # the slope came out far below the share.
+    assert abs(result["slope"] - share) < 0.2, (mode, result["slope"], share, result["points"])
+
+
+def line_of(program, text):
+    with open(f"{PROGRAMS}/{program}") as f:
+        for n, line in enumerate(f, 1):
+            if text in line:
+                return f"{program}:{n}"
+    raise AssertionError(text)
+
+
+def rustc():
+    for candidate in (shutil.which("rustc"), os.path.expanduser("~/.cargo/bin/rustc")):
+        if candidate and os.path.exists(candidate):
+            return candidate
+    raise AssertionError("rustc is missing: scripts/bootstrap.sh installs Debian's rustc when none is found")
+
+
+def test_rust_threads_behave_and_are_sampled(tmp_path):
+    exe = str(tmp_path / "rust_handoff")
+    subprocess.run([rustc(), "-g", "-C", "opt-level=2", "-C", "overflow-checks=off", "-o", exe,
+                    f"{PROGRAMS}/rust_handoff.rs"], check=True)
+    plain = run_plain([exe, "0.3"])
+    out = tmp_path / "r.coz"
+    profiled = coz_run(["--end-to-end", "-o", str(out)], [exe, "2"])
+    assert_same_behaviour(plain, profiled)
+    counts = sampled(out)
+    a = sum(n for k, n in counts.items() if k.endswith("/" + line_of("rust_handoff.rs", "// RUST_A")))
+    b = sum(n for k, n in counts.items() if k.endswith("/" + line_of("rust_handoff.rs", "// RUST_B")))
+    assert a > 100 and b > 50, counts  # the main thread and the spawned one
+
+
+def test_openmp_workers_behave_and_are_sampled(tmp_path):
+    exe = build_program("omp_rounds", tmp_path, flags=("-g", "-O1", "-fopenmp"))
+    plain = run_plain([exe, "0.3"])
+    out = tmp_path / "o.coz"
+    profiled = coz_run(["--experiment-length", "50ms", "-o", str(out)], [exe, "2"])
+    assert profiled.returncode == plain.returncode == 0 and profiled.stdout == plain.stdout
+    user_ms = int(profiled.stderr.decode().split("user_ms=")[1].split()[0])
+    recs = records(out)
+    # One sample per millisecond of user time of every thread: libgomp's
+    # worker is sampled as the main thread is.
+    assert recs[-1]["samples"] > 0.8 * user_ms, (recs[-1], user_ms)
+    omp = sum(n for k, n in sampled(out).items() if "/omp_rounds.c:" in k)
+    assert omp > 0.5 * recs[-1]["samples"], sampled(out)
+    assert any(x["type"] == "experiment" and x["progress"] and x["progress"][0]["delta"] > 0 for x in recs)
