@@ -383,10 +383,14 @@ void fork_child() {
 
 void at_exit_hook() { finish("exit", 500000000ull); }
 
+// The exit status of a start the runtime refused (a bad option, a line that
+// matches nothing): coz's own error, as `coz run` and `env` use it.
+constexpr int kStartFailedStatus = 125;
+
 [[noreturn]] void fail_start(const std::string& message, const char* hint) {
   raw_log("error: %s", message.c_str());
   if (hint) raw_log("%s", hint);
-  _exit(2);
+  _exit(kStartFailedStatus);
 }
 
 // A child process profiled with --follow-children writes its own file.

@@ -277,7 +277,7 @@ def run(args):
     sys.stderr.flush()
     status, pid = spawn_and_wait(args.command, program, env)
     # Whatever way the program ended: its warnings once, and one summary line.
-    run_summary.print_report(outputs, pid)
+    run_summary.print_report(outputs, pid, exit_status=status if status >= 0 else None)
     return pass_status(status)
 
 

@@ -261,11 +261,18 @@ def summary_line(figures, files, outputs):
     return PREFIX + ", ".join(parts) + "; " + where
 
 
-def report(outputs, root_pid):
+# The status the runtime exits with when it refuses to start (libcoz/runtime.cpp),
+# after printing its own error: no profile, and nothing more to say.
+START_FAILED_STATUS = 125
+
+
+def report(outputs, root_pid, exit_status=None):
     """The lines `coz run` prints after the program: warnings, then one summary
     line (or one line saying why there is none). Never raises."""
     try:
         written = outputs.written(root_pid)
+        if not written and exit_status == START_FAILED_STATUS:
+            return []  # the runtime refused to start and said why
         if not written:
             return [PREFIX + f"no profile was written to {outputs.main_path(root_pid)} "
                              "(the program ended before the profiler started, or never loaded it)"]
@@ -279,12 +286,12 @@ def report(outputs, root_pid):
     return warning_lines(runs) + [summary_line(summarize(runs), [p for p, _ in written], outputs)]
 
 
-def print_report(outputs, root_pid, file=None):
+def print_report(outputs, root_pid, file=None, exit_status=None):
     """Print `report` to standard error. Nothing here may change the exit status
     of `coz run`: an unexpected failure costs the summary, one line says so."""
     file = sys.stderr if file is None else file
     try:
-        lines = report(outputs, root_pid)
+        lines = report(outputs, root_pid, exit_status)
     except Exception as e:  # noqa: BLE001 - a bug must not take the program's status
         lines = [PREFIX + f"cannot summarize this run ({type(e).__name__}: {e})"]
     try:
