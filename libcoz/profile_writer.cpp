@@ -9,9 +9,35 @@
 
 namespace coz {
 
+namespace {
+// Length of the valid UTF-8 sequence starting at s[i], or 0.
+size_t utf8_sequence(const std::string& s, size_t i) {
+  unsigned char c = static_cast<unsigned char>(s[i]);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; k++)
+    if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
+  if (n == 2 && c < 0xc2) return 0;  // overlong
+  return n;
+}
+}  // namespace
+
 std::string json_string(const std::string& s) {
   std::string out = "\"";
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size(); i++) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      // JSON text is UTF-8: a byte that is not part of a valid sequence (a
+      // path in another encoding) becomes U+FFFD rather than break the file.
+      size_t n = utf8_sequence(s, i);
+      if (n) {
+        out.append(s, i, n);
+        i += n - 1;
+      } else {
+        out += "\xef\xbf\xbd";
+      }
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -78,15 +104,22 @@ void ProfileWriter::close() {
 void ProfileWriter::emit(const std::string& record) {
   std::lock_guard<std::mutex> g(mu_);
   if (fd_ < 0) return;
+  // A record cut by an earlier failed write (disk full) left its line
+  // open: end it first, so that this record starts a line of its own.
+  const std::string& text = cut_ ? "\n" + record : record;
   // One write for the whole record; a short write (disk full) is retried
   // for the rest so that the record is never interleaved with another.
   size_t off = 0;
-  while (off < record.size()) {
-    ssize_t w = ::write(fd_, record.data() + off, record.size() - off);
+  while (off < text.size()) {
+    ssize_t w = ::write(fd_, text.data() + off, text.size() - off);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
+    if (w <= 0) {
+      cut_ = cut_ || off > 0;
+      return;
+    }
     off += static_cast<size_t>(w);
   }
+  cut_ = false;
 }
 
 std::string ProfileWriter::format_startup(const StartupRecord& r) const {

@@ -91,11 +91,14 @@ class ProfileWriter {
   std::string format_warning(const std::string& code, const std::string& message) const;
   std::string format_shutdown(const ShutdownRecord& r) const;
   void set_legacy(bool legacy) { legacy_ = legacy; }
+  // As if the last write had stopped part-way through a record (tests).
+  void mark_cut_for_test() { cut_ = true; }
 
  private:
   void emit(const std::string& record);
   int fd_ = -1;
   bool legacy_ = false;
+  bool cut_ = false;  // the last write stopped part-way through a record
   std::mutex mu_;
 };
 

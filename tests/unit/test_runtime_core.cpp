@@ -643,3 +643,34 @@ TEST(Waits, EventfdsCreatedHereLinkSiblingsUntilClosed) {
   fds_closed(copy);
   close(copy);
 }
+
+TEST(Writer, StringsAreValidUtf8WhateverTheBytes) {
+  EXPECT_EQ(json_string("caf\xc3\xa9"), "\"caf\xc3\xa9\"");                   // valid UTF-8 kept
+  EXPECT_EQ(json_string("bad\xe9.c"), "\"bad\xef\xbf\xbd.c\"");               // Latin-1 byte replaced
+  EXPECT_EQ(json_string("cut\xe2\x82"), "\"cut\xef\xbf\xbd\xef\xbf\xbd\"");  // truncated sequence
+}
+
+TEST(Writer, ARecordAfterACutOneStartsItsOwnLine) {
+  // A full disk stops a write part-way through a record: the next record
+  // must not land on the same line.
+  char path[] = "/tmp/coz_cut_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  ProfileWriter w;
+  std::string err;
+  ASSERT_TRUE(w.open(path, false, &err)) << err;
+  w.runtime(5);
+  // Simulate the cut: append half a record by hand, as a short write leaves it.
+  {
+    int raw = open(path, O_WRONLY | O_APPEND);
+    ASSERT_EQ(write(raw, "{\"type\":\"runt", 13), 13);
+    close(raw);
+  }
+  w.mark_cut_for_test();
+  w.runtime(6);
+  std::ifstream in(path);
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, "{\"type\":\"runtime\",\"time_ns\":5}\n{\"type\":\"runt\n{\"type\":\"runtime\",\"time_ns\":6}\n");
+  unlink(path);
+}
