@@ -40,6 +40,15 @@ _SEQ = itertools.count()   # reading order of experiments across a whole load
 THROUGHPUT = "throughput"
 LATENCY = "latency"
 
+# Units of virtual speedup.
+LINE = "line"
+FUNCTION = "function"
+CALLSITE = "callsite"
+UNITS = (LINE, FUNCTION, CALLSITE)
+
+# Wait categories of blocked samples, in the order reports show them.
+WAIT_KINDS = ("io", "lock", "sleep", "sync", "sched", "other")
+
 
 class Progress:
     """One progress point's measurement during one experiment."""
@@ -62,11 +71,15 @@ class Experiment:
     """One experiment: a line virtually sped up for a while, and what progressed."""
 
     __slots__ = ("selected", "speedup", "duration_ns", "wall_ns", "delay_ns",
-                 "selected_samples", "partial", "progress", "run", "seq")
+                 "selected_samples", "partial", "progress", "run", "seq", "unit",
+                 "selected_blocked_ns")
 
     def __init__(self, selected, speedup, duration_ns, selected_samples=0, partial=False,
-                 wall_ns=None, delay_ns=None, progress=None, run=None):
+                 wall_ns=None, delay_ns=None, progress=None, run=None, unit=LINE,
+                 selected_blocked_ns=0):
         self.selected = selected
+        self.unit = unit                              # "line", "function" or "callsite"
+        self.selected_blocked_ns = selected_blocked_ns  # waits of the unit sped up in it
         self.speedup = speedup
         self.duration_ns = duration_ns
         self.wall_ns = wall_ns
@@ -80,6 +93,36 @@ class Experiment:
     def __repr__(self):
         return (f"Experiment({self.selected!r}, speedup={self.speedup}, "
                 f"duration_ns={self.duration_ns}, progress={self.progress!r})")
+
+
+class Location:
+    """A code address of the conventional profile, with its source lines
+    (innermost first: several when functions were inlined there)."""
+
+    __slots__ = ("id", "address", "object", "object_offset", "build_id", "lines")
+
+    def __init__(self, id, address, object, object_offset, build_id, lines):
+        self.id = id
+        self.address = address
+        self.object = object
+        self.object_offset = object_offset
+        self.build_id = build_id
+        self.lines = lines  # [(function or None, file or None, line)]
+
+
+class Stack:
+    """A distinct callchain (location ids, innermost first) of one thread, on
+    the CPU (`kind` "cpu") or waiting (a wait kind)."""
+
+    __slots__ = ("id", "locations", "kind", "tid", "thread", "group")
+
+    def __init__(self, id, locations, kind, tid, thread, group):
+        self.id = id
+        self.locations = locations
+        self.kind = kind
+        self.tid = tid
+        self.thread = thread
+        self.group = group
 
 
 class Run:
@@ -96,6 +139,14 @@ class Run:
         self.runtime_ns = 0           # total effective runtime of the run
         self.shutdown = None          # the shutdown record, or None (abrupt end)
         self.warnings = []            # runtime warning records: (code, message)
+        self.unit_samples = {}        # "function"/"callsite" -> {name: samples}
+        self.blocked = {}             # wait kind -> {"path:line": blocked samples}
+        self.locations = {}           # id -> Location
+        self.stacks = {}              # id -> Stack
+        self.stack_counts = {}        # stack id -> [samples, time_ns]
+        self.threads = []             # `thread` records, as dicts
+        self.locks = None             # the last `locks` record, as a dict
+        self.counters = None          # the `counters` record, as a dict
 
     @property
     def mode(self):
@@ -457,11 +508,21 @@ class _Parser:
                 if type(counts) is not dict or any(type(n) is not int for n in counts.values()):
                     raise _Malformed("sample counts must be integers")
                 oos = _int(rec.get("out_of_scope", 0))
+                extra = [(unit, _counts(rec[unit])) for unit in (FUNCTION + "s", CALLSITE + "s") if unit in rec]
+                blocked = rec.get("blocked")
+                if blocked is not None:
+                    if type(blocked) is not dict:
+                        raise _Malformed("blocked samples must be an object")
+                    blocked = [(_str(kind), _counts(c)) for kind, c in blocked.items()]
                 run = self._current("json")
                 samples = run.samples
                 for line, n in counts.items():
                     samples[line] = samples.get(line, 0) + n
                 run.out_of_scope += oos
+                for unit, c in extra:
+                    _add_counts(run.unit_samples.setdefault(unit[:-1], {}), c)
+                for kind, c in blocked or ():
+                    _add_counts(run.blocked.setdefault(kind, {}), c)
             else:
                 self._cumulative_samples(rec["location"], _int(rec["count"]))
         elif t == "runtime":
@@ -490,6 +551,42 @@ class _Parser:
                                  difference=_int(rec["difference"])))
         elif t == "shutdown":
             self._current("json").shutdown = rec
+        elif t == "locations":
+            run = self._current("json")
+            for loc in _list(rec["locations"]):
+                lines = [(_opt_str(ln.get("function")), _opt_str(ln.get("file")), _int(ln.get("line", 0)))
+                         for ln in _list(loc["lines"])]
+                lid = _int(loc["id"])
+                run.locations[lid] = Location(lid, _int(loc["address"]), _str(loc["object"]),
+                                              _int(loc.get("object_offset", 0)), _opt_str(loc.get("build_id")),
+                                              lines)
+        elif t == "stacks":
+            run = self._current("json")
+            for st in _list(rec["stacks"]):
+                sid = _int(st["id"])
+                run.stacks[sid] = Stack(sid, [_int(i) for i in _list(st["locations"])], _str(st["kind"]),
+                                        _int(st.get("tid", 0)), _str(st.get("thread", "")),
+                                        _str(st.get("group", "")))
+        elif t == "stack_counts":
+            counts = self._current("json").stack_counts
+            for entry in _list(rec["counts"]):
+                if type(entry) is not list or len(entry) != 3:
+                    raise _Malformed("a stack count is [id, samples, time_ns]")
+                sid, n, ns = (_int(v) for v in entry)
+                c = counts.get(sid)
+                if c is None:
+                    counts[sid] = [n, ns]
+                else:
+                    c[0] += n
+                    c[1] += ns
+        elif t == "thread":
+            _int(rec["tid"])
+            self._current("json").threads.append(rec)
+        elif t == "locks":
+            _list(rec["locks"])
+            self._current("json").locks = rec
+        elif t == "counters":
+            self._current("json").counters = rec
         elif t == "warning":
             self._current("json").warnings.append((str(rec.get("code", "")),
                                                    _str(rec["message"])))
@@ -519,9 +616,13 @@ class _Parser:
         duration = rec["duration_ns"]
         if type(duration) is not int or duration < 0:
             raise _Malformed("expected a non-negative integer")
+        unit = rec.get("unit", LINE)
+        if unit not in UNITS:
+            raise _Malformed(f"unknown unit {str(unit)[:40]!r}")
         e = Experiment(_str(rec["selected"]), _speedup(rec["speedup"]), duration,
                        _int(rec.get("selected_samples", 0)), bool(rec.get("partial", False)),
-                       rec.get("wall_ns"), rec.get("delay_ns"), progress, self._current("json"))
+                       rec.get("wall_ns"), rec.get("delay_ns"), progress, self._current("json"),
+                       unit, _int(rec.get("selected_blocked_ns", 0)))
         e.run.experiments.append(e)
         self.last_experiment = None
         for kind in unknown or ():
@@ -630,6 +731,28 @@ def _int(v):
     if type(v) is not int or v < 0:
         raise _Malformed("expected a non-negative integer")
     return v
+
+
+def _list(v):
+    if type(v) is not list:
+        raise _Malformed("expected a list")
+    return v
+
+
+def _opt_str(v):
+    return None if v is None else _str(v)
+
+
+def _counts(v):
+    """A {name: count} object of a samples record."""
+    if type(v) is not dict or any(type(n) is not int or n < 0 for n in v.values()):
+        raise _Malformed("sample counts must be non-negative integers")
+    return v
+
+
+def _add_counts(into, counts):
+    for k, n in counts.items():
+        into[k] = into.get(k, 0) + n
 
 
 def _str(v):

@@ -316,3 +316,21 @@ def test_coz_report_says_in_one_line_that_older_builds_are_left_out(capsys):
     result = json.loads(out)
     assert err == "" and result["summary"]["runs"] == 3 and result["summary"]["runs_left_out"] == 0
     assert result["lines"][0]["slope"] > 0.1  # the old build's experiments are mixed in
+
+
+def test_records_of_the_conventional_profile_waits_units_and_locks():
+    prof = profile.load([os.path.join(FIXTURES, "records_v1.coz")])
+    (run,) = prof.runs
+    fn, line = run.experiments
+    assert (fn.unit, fn.selected, fn.selected_blocked_ns) == ("function", "work", 3000)
+    assert (line.unit, line.selected_blocked_ns) == ("line", 0)
+    assert run.unit_samples == {"function": {"work": 20}, "callsite": {"/src/app.c:30": 22}}
+    assert run.blocked == {"io": {"/src/app.c:40": 5}, "lock": {"/src/app.c:50": 2}}
+    assert run.locations[1].lines == [("inl", "/src/app.h", 3), ("work", "/src/app.c", 12)]
+    assert run.locations[2].lines == [("memcpy", None, 0)] and run.locations[2].build_id is None
+    assert run.stacks[2].locations == [2, 1] and run.stacks[2].kind == "io" and run.stacks[2].group == "worker"
+    assert run.stack_counts == {1: [12, 12000000], 2: [5, 5000000]}  # increments add up
+    assert run.threads[0]["wait_ns"]["io"] == 5000000
+    assert run.locks["locks"][0]["contended"] == 4
+    assert run.counters["context_switches"]["voluntary"] == 3
+    assert prof.warnings == []
