@@ -5,6 +5,7 @@
 #   scripts/bootstrap.sh example   install, build, profile the bundled example
 #   scripts/bootstrap.sh test      install, build, run every test
 #   scripts/bootstrap.sh build     install and build only
+#   scripts/bootstrap.sh tools     only the tools the export tests run (pprof, inferno, speedscope)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -52,7 +53,7 @@ install_python() {
     log "creating the Python environment in $VENV"
     python3 -m venv "$VENV"
   fi
-  if ! "$VENV/bin/python" -c 'import cozprof, matplotlib, numpy, pytest' 2>/dev/null; then
+  if ! "$VENV/bin/python" -c 'import cozprof, matplotlib, numpy, pytest, jsonschema' 2>/dev/null; then
     log "installing the coz Python package and its dependencies"
     "$VENV/bin/pip" install -q --disable-pip-version-check -e "$ROOT[test]"
   fi
@@ -62,6 +63,44 @@ install_node() {
   if [ ! -d "$ROOT/viewer/node_modules/uplot" ] || [ ! -d "$ROOT/viewer/node_modules/playwright-core" ]; then
     log "installing the viewer's npm packages"
     (cd "$ROOT/viewer" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+}
+
+# Tools the export tests run on coz's output (docs/conventional.md): pprof built
+# from its Go module when Go is present, inferno (FlameGraph's Rust port) when
+# cargo is, and speedscope's npm package for its file-format schema. They go to
+# $BUILD/tools; a tool that cannot be had is said, and its tests say why they skip.
+PPROF_VERSION=v0.0.0-20261016150608-1facf8f91b50
+INFERNO_VERSION=0.12.8
+TOOLS=$BUILD/tools
+
+install_tools() {
+  local go cargo
+  go=$(command -v go || true)
+  [ -n "$go" ] || [ ! -x /usr/local/go/bin/go ] || go=/usr/local/go/bin/go
+  cargo=$(command -v cargo || true)
+  [ -n "$cargo" ] || [ ! -x "$HOME/.cargo/bin/cargo" ] || cargo=$HOME/.cargo/bin/cargo
+  if [ ! -x "$TOOLS/bin/pprof" ]; then
+    if [ -n "$go" ]; then
+      log "building pprof $PPROF_VERSION from its Go module (about a minute)"
+      GOBIN="$TOOLS/bin" GOFLAGS=-mod=mod "$go" install "github.com/google/pprof@$PPROF_VERSION" \
+        || log "pprof could not be built: the pprof export tests will fail"
+    else
+      log "no Go toolchain: pprof is not built and the pprof export tests skip"
+    fi
+  fi
+  if [ ! -x "$TOOLS/bin/inferno-flamegraph" ]; then
+    if [ -n "$cargo" ]; then
+      log "building inferno $INFERNO_VERSION (FlameGraph in Rust; about a minute)"
+      "$cargo" install -q inferno --version "$INFERNO_VERSION" --locked --no-default-features \
+        --features cli --root "$TOOLS" || log "inferno could not be built: the folded-stack tests will fail"
+    else
+      log "no cargo: inferno is not built and the FlameGraph tests skip"
+    fi
+  fi
+  if [ ! -f "$ROOT/tests/tools/node_modules/speedscope/dist/release/file-format-schema.json" ]; then
+    log "installing speedscope's npm package (its file-format schema)"
+    (cd "$ROOT/tests/tools" && npm ci --no-audit --no-fund --loglevel=error)
   fi
 }
 
@@ -76,6 +115,7 @@ setup() {
   install_python
   install_node
   build
+  install_tools
 }
 
 run_example() {
@@ -107,5 +147,6 @@ case "${1:-}" in
   example) setup; run_example ;;
   test) setup; run_tests ;;
   build) setup ;;
-  *) echo "usage: scripts/bootstrap.sh example|test|build" >&2; exit 2 ;;
+  tools) install_tools ;;
+  *) echo "usage: scripts/bootstrap.sh example|test|build|tools" >&2; exit 2 ;;
 esac

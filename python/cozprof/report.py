@@ -43,6 +43,7 @@ def add_arguments(p):
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
                    help="write the whole analysis as JSON to FILE ('-' or nothing: standard "
                         "output) instead of the table")
+    add_conventional_arguments(p)
 
 
 def analyze_args(args):
@@ -70,6 +71,8 @@ def _looks_like_profile(path):
 
 
 def run(args):
+    if wants_conventional(args):
+        return run_conventional(args)
     if args.json not in (None, "-") and _looks_like_profile(args.json):
         # `coz report --json other.coz` reads as "write JSON to other.coz".
         raise CozError(f"--json {args.json} would overwrite what looks like a profile",
@@ -151,3 +154,124 @@ def format_report(result, limit=None, already_printed=()):
         out.append(f"{len(omitted)} line/progress-point pairs left out: {why} "
                    "(see 'coz report --json' for details)")
     return "\n".join(out) + "\n"
+
+
+# -- the conventional profile: --top, --list, --stat (where the time goes) ---------
+
+def add_conventional_arguments(p):
+    """Options of the conventional views. They read the stacks and counters of
+    the profile, not the experiments (docs/commands.md, "Where the time goes")."""
+    g = p.add_argument_group("where the time goes (the conventional profile)")
+    g.add_argument("--top", action="store_true",
+                   help="flat, flat%%, sum%%, cum, cum%% per function (pprof -top); "
+                        "-n N rows (default 30)")
+    g.add_argument("--list", dest="list_pattern", metavar="REGEX", default=None,
+                   help="source of the functions matching REGEX with per-line flat, cum and "
+                        "causal impact (pprof -list)")
+    g.add_argument("--stat", action="store_true",
+                   help="perf stat-style counters of each run")
+    g.add_argument("--by", choices=("function", "line"), default=None,
+                   help="--top rows: per function (default) or per source line")
+    g.add_argument("--kind", default=None, metavar="KINDS",
+                   help="samples counted: cpu (default), off (every wait), all, or a list of "
+                        "cpu,io,lock,sleep,sync,sched,other")
+    g.add_argument("--value", choices=("time", "samples"), default=None,
+                   help="show the time samples stand for (default) or sample counts")
+    g.add_argument("--sort", choices=("flat", "cum"), default=None,
+                   help="order of --top rows (default flat)")
+
+
+def wants_conventional(args):
+    """A view of the conventional profile is asked (or one of its options, which
+    `_conventional_options` then refuses alone)."""
+    return any(getattr(args, name, None) for name in
+               ("top", "list_pattern", "stat", "by", "kind", "value", "sort"))
+
+
+def _conventional_options(args):
+    """Validate the options of the views; returns (kinds, value)."""
+    from . import conventional
+
+    for name, flag in (("by", "--by"), ("sort", "--sort")):
+        if getattr(args, name) is not None and not args.top:
+            raise CozError(f"{flag} applies to --top",
+                           hint=f"coz report --top {flag} {getattr(args, name)}")
+    if (args.kind is not None or args.value is not None) and not (args.top or args.list_pattern):
+        flag = "--kind" if args.kind is not None else "--value"
+        raise CozError(f"{flag} applies to --top and --list",
+                       hint="add --top (functions by time) or --list REGEX (a function's source)")
+    if args.json is not None and (args.list_pattern or (args.top and args.stat)):
+        raise CozError("--json writes one view: --top or --stat alone",
+                       hint="coz report --top --json out.json, or coz report --stat --json -")
+    kinds = conventional.parse_kinds(args.kind) if args.kind is not None else conventional.DEFAULT_KINDS
+    return kinds, args.value or "time"
+
+
+def load_for_views(args):
+    """The profiles named (default profile.coz), latest builds only unless
+    --all-runs; the note about left-out runs goes to standard error."""
+    from . import profile as profile_mod
+
+    prof = profile_mod.load(args.profiles or [DEFAULT_PROFILE])
+    if not args.all_runs:
+        prof = prof.latest_builds()
+        if prof.build_note:
+            print(f"coz: warning: {prof.build_note}", file=sys.stderr)
+    for w in prof.warnings:
+        print(f"coz: warning: {w}", file=sys.stderr)
+    return prof
+
+
+def run_conventional(args):
+    from . import conventional, stat, views
+
+    kinds, value = _conventional_options(args)
+    prof = load_for_views(args)
+    parts = []
+    if args.stat:
+        stat.require_counters(prof)
+        if args.json is not None:
+            return _write_json(args.json, {"runs": [s for s in map(stat.run_stat, prof.runs) if s]})
+        parts.append(stat.format_stat(prof))
+    if args.top or args.list_pattern:
+        conventional.require_stacks(prof)
+    if args.top:
+        table = conventional.aggregate(prof, by=args.by or "function", kinds=kinds)
+        if args.json is not None:
+            rows = table.sorted(args.sort or "flat", value)
+            return _write_json(args.json, {
+                "by": table.by, "kinds": sorted(kinds), "total_samples": table.total,
+                "total_ns": table.total_ns, "rows": [r.as_dict() for r in rows]})
+        parts.append(views.format_top(prof, table, limit=args.lines, sort=args.sort or "flat",
+                                      value=value))
+    if args.list_pattern:
+        causal = {}
+        if prof.experiments:
+            from . import analysis
+
+            result = analysis.analyze(prof, phase_correction=not args.no_phase_correction,
+                                      progress_point=args.progress_point,
+                                      min_points=args.min_points)
+            causal = views.causal_by_line(result)
+        parts.append(views.format_list(prof, args.list_pattern, kinds, value=value, causal=causal))
+    sys.stdout.write("\n".join(parts))
+    return 0
+
+
+def _write_json(dest, data):
+    text = json.dumps(data, indent=1, allow_nan=False) + "\n"
+    if dest == "-":
+        sys.stdout.write(text)
+        return 0
+    if _looks_like_profile(dest):
+        raise CozError(f"--json {dest} would overwrite what looks like a profile",
+                       hint=f"name the profiles first and the JSON file last: "
+                            f"coz report {dest} --top --json top.json")
+    try:
+        with open(dest, "w") as f:
+            f.write(text)
+    except OSError as e:
+        raise CozError(f"cannot write {dest}: {e.strerror}",
+                       hint="choose a writable path, or '--json -' for standard output") from None
+    print(f"coz: wrote {dest}", file=sys.stderr)
+    return 0
