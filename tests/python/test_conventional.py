@@ -379,3 +379,21 @@ def test_stat_run_stat_without_counters(tmp_path):
 def test_format_time():
     assert [conv.format_time(v) for v in (0, 999, 1500, 12_500_000, 1_250_000_000, 250_000_000_000)] == \
         ["0", "999ns", "1.5us", "12.5ms", "1.25s", "250s"]
+
+
+def test_benchmark_script_runs(tmp_path):
+    """benchmarks/conventional_bench.py (the speed figures of docs/conventional.md)
+    runs its commands to the end on a small profile."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    out = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "conventional_bench.py"),
+                          "--stacks", "300", "--keep", str(tmp_path / "b")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("profile: 300 distinct stacks")
+    timed = [ln for ln in lines if ln.startswith("coz ")]
+    assert len(timed) == 6 and all(" s wall " in ln and ln.endswith(" s CPU") for ln in timed)
+    assert os.path.getsize(tmp_path / "b" / "big.pb.gz") > 0
