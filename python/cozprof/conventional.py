@@ -98,6 +98,10 @@ def _location_frames(loc):
 
 
 def _address_name(loc):
+    """A frame without a symbol: object+offset, or the bare address when the
+    address is in no known object."""
+    if not loc.object:
+        return f"0x{loc.address:x}"
     return f"{os.path.basename(loc.object) or loc.object}+0x{loc.object_offset:x}"
 
 

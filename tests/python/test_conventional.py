@@ -95,6 +95,13 @@ def test_lost_location_and_unsymbolized_address(tmp_path):
     t = conv.aggregate(load(w.write(tmp_path / "q.coz")))
     names = set(rows(t))
     assert "main" in names and any(n.startswith("app+0x") for n in names)
+    # An address in no known object is named by the address itself.
+    w = ProfileWriter()
+    w.add(["main", [(None, None, 0)]], 1, object="")
+    prof = load(w.write(tmp_path / "r.coz"))
+    leaf = prof.runs[0].stacks[1].locations[0]
+    t = conv.aggregate(prof)
+    assert set(rows(t)) == {"main", f"0x{prof.runs[0].locations[leaf].address:x}"}
 
 
 def naive(added, kinds, by):

@@ -6,20 +6,16 @@ import gzip
 import json
 import os
 import re
-import shutil
 import subprocess
 
 import pytest
 
-from conftest import FIXTURES, REPO
+import exttools
+from conftest import FIXTURES
 from cozprof import cli, conventional as conv, export, profile
 from stackgen import ProfileWriter, random_profile
 
 V1 = os.path.join(FIXTURES, "records_v1.coz")
-BUILD = os.environ.get("COZ_BUILD_DIR", os.path.join(REPO, "build"))
-TOOLS = os.path.join(BUILD, "tools", "bin")
-SCHEMA = os.path.join(REPO, "tests", "tools", "node_modules", "speedscope", "dist", "release",
-                      "file-format-schema.json")
 
 
 def load(path):
@@ -195,22 +191,8 @@ def test_speedscope_of_records_v1():
     assert [p["weights"] for p in d["profiles"]] == [[12]] and d["profiles"][0]["unit"] == "none"
 
 
-def _schema_validator():
-    try:
-        import jsonschema
-    except ImportError:
-        pytest.fail("jsonschema is missing: it is in the test extras (pip install -e '.[test]', "
-                    "which scripts/bootstrap.sh runs)")
-    if not os.path.exists(SCHEMA):
-        _bootstrap_tools()
-    assert os.path.exists(SCHEMA), f"{SCHEMA} is missing: run scripts/bootstrap.sh tools"
-    with open(SCHEMA) as f:
-        schema = json.load(f)
-    return jsonschema.Draft7Validator(schema)
-
-
 def test_speedscope_validates_against_the_shipped_schema(tmp_path):
-    validator = _schema_validator()
+    validator = exttools.schema_validator()
     w, added = random_profile(17)
     path = w.write(tmp_path / "p.coz")
     out = tmp_path / "p.speedscope.json"
@@ -254,39 +236,14 @@ def test_export_writes_every_format_at_once(tmp_path, capsys):
 
 # -- the real tools ---------------------------------------------------------------------------------
 
-def _bootstrap_tools():
-    subprocess.run(["bash", os.path.join(REPO, "scripts", "bootstrap.sh"), "tools"],
-                   env=dict(os.environ, COZ_BUILD_DIR=BUILD), check=False, timeout=900)
-
-
-def _tool(name, toolchain):
-    """The tool's path: build/tools/bin, else PATH; when missing and the
-    toolchain that builds it is present, build it (scripts/bootstrap.sh tools);
-    skip only when neither the tool nor the toolchain is here."""
-    path = os.path.join(TOOLS, name)
-    if os.access(path, os.X_OK):
-        return path
-    found = shutil.which(name)
-    if found:
-        return found
-    chain = shutil.which(toolchain) or next(
-        (p for p in (f"/usr/local/go/bin/{toolchain}", os.path.expanduser(f"~/.cargo/bin/{toolchain}"))
-         if os.access(p, os.X_OK)), None)
-    if chain is None:
-        pytest.skip(f"neither {name} nor {toolchain} (which builds it) is on this machine")
-    _bootstrap_tools()
-    assert os.access(path, os.X_OK), f"{name} could not be built with {chain}: see scripts/bootstrap.sh tools"
-    return path
-
-
 @pytest.fixture(scope="module")
 def pprof():
-    return _tool("pprof", "go")
+    return exttools.tool("pprof", "go")
 
 
 @pytest.fixture(scope="module")
 def inferno():
-    return _tool("inferno-flamegraph", "cargo")
+    return exttools.tool("inferno-flamegraph", "cargo")
 
 
 def _pprof_top(pprof, path, *extra):
