@@ -34,7 +34,7 @@ class ProfileWriter:
             lines = [frame]
         else:
             lines = list(frame)
-        obj = object or self.object
+        obj = self.object if object is None else object
         key = (tuple(lines), obj)
         lid = self.locations.get(key)
         if lid is None:
