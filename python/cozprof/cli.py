@@ -15,6 +15,7 @@ SUBCOMMANDS = {
     "report": ("report", "print a ranked table of lines from profiles"),
     "plot": ("plot", "draw causal plots with matplotlib (or --html for one page)"),
     "view": ("server", "serve the browser viewer on 127.0.0.1"),
+    "locks": ("locks_report", "SyncPerf's report of locks and thread groups, joined to the causal profile"),
     "export": ("export", "write the conventional profile for pprof, FlameGraph or speedscope"),
 }
 
