@@ -18,7 +18,9 @@ def header(profile, kinds, value):
     n = sum(totals[k][0] for k in totals if k in kinds)
     ns = sum(totals[k][1] for k in totals if k in kinds)
     runs = len(profile.runs)
-    what = "on-CPU" if kinds == conv.DEFAULT_KINDS else f"kinds {conv.describe_kinds(kinds)}"
+    described = conv.describe_kinds(kinds)
+    what = {"cpu": "on-CPU", "off-CPU": "off-CPU", "all": "of all kinds"}.get(
+        described, f"of kinds {described}")
     line = (f"{n} samples ({conv.format_time(ns)}) {what} in {runs} run{'s' if runs != 1 else ''}")
     others = [k for k in conv.KINDS if k not in kinds and k in totals and totals[k][0]]
     if others:

@@ -404,3 +404,12 @@ def test_benchmark_script_runs(tmp_path):
     timed = [ln for ln in lines if ln.startswith("coz ")]
     assert len(timed) == 6 and all(" s wall " in ln and ln.endswith(" s CPU") for ln in timed)
     assert os.path.getsize(tmp_path / "b" / "big.pb.gz") > 0
+
+
+def test_header_names_the_kinds():
+    prof = load(V1)
+    assert views.header(prof, conv.parse_kinds("all"), "time") == "17 samples (17ms) of all kinds in 1 run"
+    assert views.header(prof, conv.parse_kinds("off"), "time") == \
+        "5 samples (5ms) off-CPU in 1 run; not shown: cpu 12ms (--kind all shows them)"
+    assert views.header(prof, conv.parse_kinds("io,lock"), "time").startswith(
+        "5 samples (5ms) of kinds io,lock in 1 run")
