@@ -15,6 +15,8 @@
 
 #include "line_map.h"
 
+#include "debuginfo.h"
+
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwelf.h>
@@ -163,81 +165,6 @@ bool read_text_segments(const std::string& path, std::vector<AddrRange>* out) {
   if (elf) elf_end(elf);
   close(fd);
   return ok;
-}
-
-const char kDefaultDebuginfoPath[] = ":.debug:/usr/lib/debug";
-
-// True when `cand` may be the debug file of `mod`: same build-id when both
-// have one.
-bool debug_file_matches(Dwfl_Module* mod, int fd) {
-  const unsigned char* want = nullptr;
-  GElf_Addr vaddr;
-  int want_len = dwfl_module_build_id(mod, &want, &vaddr);
-  if (want_len <= 0) return true;
-  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
-  if (!elf) return false;
-  const void* have = nullptr;
-  ssize_t have_len = dwelf_elf_gnu_build_id(elf, &have);
-  bool ok = have_len <= 0 ||
-            (have_len == want_len && memcmp(have, want, static_cast<size_t>(want_len)) == 0);
-  elf_end(elf);
-  return ok;
-}
-
-// libdwfl find_debuginfo callback. The same local search as
-// dwfl_standard_find_debuginfo (build-id under each debug root, then the
-// .gnu_debuglink or .gnu_debugaltlink name beside the file, in its .debug
-// folder, and under each root) but never its last resort, a debuginfod
-// download: with DEBUGINFOD_URLS set (Debian sets it in login shells) that
-// would make the profiled process reach the network and stall the profiler
-// thread for up to 90 s per object.
-int find_debuginfo_local(Dwfl_Module* mod, void** userdata, const char* modname,
-                         Dwarf_Addr base, const char* file_name, const char* debuglink_file,
-                         GElf_Word debuglink_crc, char** debuginfo_file_name) {
-  int fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name,
-                                        debuglink_file, debuglink_crc, debuginfo_file_name);
-  if (fd >= 0 || !file_name) return fd;
-  const std::string file = file_name;
-  const size_t slash = file.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : file.substr(0, slash);
-  std::string link = debuglink_file ? debuglink_file
-                                    : file.substr(file.rfind('/') + 1) + ".debug";
-  // The module's user data is the debuginfo path (see Impl::open_debug).
-  const std::string* path = static_cast<const std::string*>(*userdata);
-  std::vector<std::string> candidates;
-  if (link[0] == '/') {
-    candidates.push_back(link);
-  } else {
-    const std::string& p = path ? *path : std::string(kDefaultDebuginfoPath);
-    size_t i = 0;
-    while (i <= p.size()) {
-      size_t j = p.find(':', i);
-      if (j == std::string::npos) j = p.size();
-      std::string entry = p.substr(i, j - i);
-      if (!entry.empty() && (entry[0] == '+' || entry[0] == '-')) entry.erase(0, 1);
-      if (entry.empty()) {
-        candidates.push_back(dir + "/" + link);
-      } else if (entry[0] == '/') {
-        candidates.push_back(entry + dir + "/" + link);
-      } else {
-        candidates.push_back(dir + "/" + entry + "/" + link);
-      }
-      i = j + 1;
-    }
-  }
-  for (const std::string& c : candidates) {
-    if (c == file) continue;
-    fd = open(c.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    // Only a .gnu_debuglink search (CRC given) is checked here; libdw
-    // checks an alternate file against its .gnu_debugaltlink build-id.
-    if (debuglink_crc == 0 || debug_file_matches(mod, fd)) {
-      *debuginfo_file_name = strdup(c.c_str());
-      return fd;
-    }
-    close(fd);
-  }
-  return -1;
 }
 
 bool vaddr_in_text(const Object& o, Dwarf_Addr a) {

@@ -1,0 +1,24 @@
+// Finding the debug information of an ELF object with libdwfl, on this
+// machine only: the object itself, a separate debug file by build-id under
+// the debug roots, or by .gnu_debuglink beside the object, in its .debug
+// folder, or under the roots. Never debuginfod: with DEBUGINFOD_URLS set
+// (Debian sets it in login shells) libdwfl's standard search would make the
+// profiled process reach the network and stall the profiler thread for up to
+// 90 s per object. Shared by the line map and the symbolizer.
+#pragma once
+
+#include <elfutils/libdwfl.h>
+
+namespace coz {
+
+// The default search path, in libdwfl's syntax: the object's folder, its
+// .debug subfolder, and /usr/lib/debug.
+extern const char kDefaultDebuginfoPath[];
+
+// libdwfl find_debuginfo callback. The module's user data, when set, is a
+// std::string* with the search path to use instead of the default.
+int find_debuginfo_local(Dwfl_Module* mod, void** userdata, const char* modname, Dwarf_Addr base,
+                         const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
+                         char** debuginfo_file_name);
+
+}  // namespace coz
