@@ -91,4 +91,45 @@ int find_debuginfo_local(Dwfl_Module* mod, void** userdata, const char* modname,
   return -1;
 }
 
+
+// Lexical normalization of an absolute or relative path: drops empty and "."
+// components and folds "dir/.." (DWARF paths such as
+// "/build/obj/../src/app.c" become "/build/src/app.c").
+std::string normalize_path(const std::string& path) {
+  const bool absolute = !path.empty() && path[0] == '/';
+  std::vector<std::string> parts;
+  size_t i = 0;
+  while (i <= path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    std::string part = path.substr(i, j - i);
+    if (part.empty() || part == ".") {
+      // skip
+    } else if (part == "..") {
+      if (!parts.empty() && parts.back() != "..") {
+        parts.pop_back();
+      } else if (!absolute) {
+        parts.push_back(part);
+      }  // "/.." is "/"
+    } else {
+      parts.push_back(std::move(part));
+    }
+    i = j + 1;
+  }
+  std::string out = absolute ? "/" : "";
+  for (size_t k = 0; k < parts.size(); ++k) {
+    if (k) out += '/';
+    out += parts[k];
+  }
+  if (out.empty()) out = ".";
+  return out;
+}
+
+
+std::string source_path(const char* name, const char* comp_dir) {
+  std::string p = name;
+  if (!p.empty() && p[0] != '/' && comp_dir && comp_dir[0]) p = std::string(comp_dir) + "/" + p;
+  return normalize_path(p);
+}
+
 }  // namespace coz

@@ -9,6 +9,8 @@
 
 #include <elfutils/libdwfl.h>
 
+#include <string>
+
 namespace coz {
 
 // The default search path, in libdwfl's syntax: the object's folder, its
@@ -20,5 +22,13 @@ extern const char kDefaultDebuginfoPath[];
 int find_debuginfo_local(Dwfl_Module* mod, void** userdata, const char* modname, Dwarf_Addr base,
                          const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
                          char** debuginfo_file_name);
+
+// Lexical normalization: drops empty and "." components and folds
+// "dir/.." ("/build/obj/../src/app.c" becomes "/build/src/app.c").
+std::string normalize_path(const std::string& path);
+
+// A source file named in DWARF, made absolute with the compilation
+// directory when it is relative, and normalized: how the profile names files.
+std::string source_path(const char* name, const char* comp_dir);
 
 }  // namespace coz

@@ -60,39 +60,6 @@ bool scope_match(const std::string& pattern, const std::string& text) {
 
 namespace {
 
-// Lexical normalization of an absolute or relative path: drops empty and "."
-// components and folds "dir/.." (DWARF paths such as
-// "/build/obj/../src/app.c" become "/build/src/app.c").
-std::string normalize_path(const std::string& path) {
-  const bool absolute = !path.empty() && path[0] == '/';
-  std::vector<std::string> parts;
-  size_t i = 0;
-  while (i <= path.size()) {
-    size_t j = path.find('/', i);
-    if (j == std::string::npos) j = path.size();
-    std::string part = path.substr(i, j - i);
-    if (part.empty() || part == ".") {
-      // skip
-    } else if (part == "..") {
-      if (!parts.empty() && parts.back() != "..") {
-        parts.pop_back();
-      } else if (!absolute) {
-        parts.push_back(part);
-      }  // "/.." is "/"
-    } else {
-      parts.push_back(std::move(part));
-    }
-    i = j + 1;
-  }
-  std::string out = absolute ? "/" : "";
-  for (size_t k = 0; k < parts.size(); ++k) {
-    if (k) out += '/';
-    out += parts[k];
-  }
-  if (out.empty()) out = ".";
-  return out;
-}
-
 std::string self_exe_path() {
   char buf[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);

@@ -1,0 +1,226 @@
+#include "symbolizer.h"
+
+#include <cxxabi.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#include "debuginfo.h"
+
+namespace coz {
+
+std::string demangle(const char* name) {
+  if (!name) return "";
+  if (name[0] == '_' && name[1] == 'Z') {
+    int status = 0;
+    char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+    if (out && status == 0) {
+      std::string s(out);
+      free(out);
+      return s;
+    }
+    free(out);
+  }
+  return name;
+}
+
+namespace {
+
+struct Segment {
+  uintptr_t start, end;  // run-time
+};
+
+struct Object {
+  std::string path;
+  uintptr_t bias = 0;
+  std::vector<Segment> segments;
+  bool opened = false;
+  Dwfl* dwfl = nullptr;
+  Dwfl_Module* module = nullptr;
+  std::string build_id;
+  ~Object() {
+    if (dwfl) dwfl_end(dwfl);
+  }
+};
+
+std::string self_exe() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+// The function a scope DIE (a subprogram or an inlined call) stands for:
+// its linkage name demangled (qualified C++ and Rust names), else its name.
+std::string scope_name(Dwarf_Die* die) {
+  Dwarf_Attribute attr;
+  const char* n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
+  if (!n) n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
+  if (n) return demangle(n);
+  n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &attr));
+  return n ? n : "";
+}
+
+const char* comp_dir_of(Dwarf_Die* cudie) {
+  Dwarf_Attribute attr;
+  return dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &attr));
+}
+
+}  // namespace
+
+struct Symbolizer::Impl {
+  std::vector<std::unique_ptr<Object>> objects;
+  Dwfl_Callbacks callbacks{};
+
+  Impl() {
+    callbacks.find_elf = dwfl_build_id_find_elf;  // unused: the file is given
+    callbacks.find_debuginfo = find_debuginfo_local;
+    callbacks.section_address = dwfl_offline_section_address;
+  }
+
+  void refresh() {
+    objects.clear();
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* data) -> int {
+          auto* self = static_cast<Impl*>(data);
+          auto o = std::make_unique<Object>();
+          const char* name = info->dlpi_name ? info->dlpi_name : "";
+          o->path = *name ? name : (self->objects.empty() ? self_exe() : "");
+          o->bias = info->dlpi_addr;
+          for (int i = 0; i < info->dlpi_phnum; i++) {
+            const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+            if (ph.p_type == PT_LOAD && ph.p_memsz)
+              o->segments.push_back({info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_memsz});
+          }
+          self->objects.push_back(std::move(o));
+          return 0;
+        },
+        this);
+  }
+
+  Object* find(uintptr_t pc) {
+    for (int attempt = 0; attempt < 2; attempt++) {
+      for (auto& o : objects)
+        for (const Segment& s : o->segments)
+          if (pc >= s.start && pc < s.end) return o.get();
+      if (attempt == 0) refresh();  // a library loaded since the last look
+    }
+    return nullptr;
+  }
+
+  void open(Object* o) {
+    if (o->opened) return;
+    o->opened = true;
+    if (o->path.empty() || o->path.find("linux-vdso") != std::string::npos) return;
+    o->dwfl = dwfl_begin(&callbacks);
+    if (!o->dwfl) return;
+    // Base 0, add_p_vaddr: module addresses are the file's own.
+    o->module = dwfl_report_elf(o->dwfl, o->path.c_str(), o->path.c_str(), -1, 0, true);
+    dwfl_report_end(o->dwfl, nullptr, nullptr);
+    if (!o->module) return;
+    const unsigned char* id = nullptr;
+    GElf_Addr vaddr;
+    int len = dwfl_module_build_id(o->module, &id, &vaddr);
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < len; i++) {
+      o->build_id += digits[id[i] >> 4];
+      o->build_id += digits[id[i] & 15];
+    }
+  }
+};
+
+Symbolizer::Symbolizer() : impl_(new Impl) { elf_version(EV_CURRENT); }
+Symbolizer::~Symbolizer() = default;
+
+Symbolized Symbolizer::symbolize(uintptr_t pc) {
+  Symbolized out;
+  Object* o = impl_->find(pc);
+  if (!o) return out;
+  impl_->open(o);
+  out.object = o->path.empty() ? "[vdso]" : o->path;
+  out.object_address = pc - o->bias;
+  out.build_id = o->build_id;
+  if (!o->module) return out;
+  const Dwarf_Addr addr = pc - o->bias;
+  Dwarf_Addr bias = 0;
+  Dwarf_Die* cudie = dwfl_module_addrdie(o->module, addr, &bias);
+  if (cudie) {
+    const Dwarf_Addr daddr = addr - bias;
+    const char* comp_dir = comp_dir_of(cudie);
+    SourceFrame cur;
+    if (Dwarf_Line* l = dwarf_getsrc_die(cudie, daddr)) {
+      int lineno = 0;
+      dwarf_lineno(l, &lineno);
+      const char* src = dwarf_linesrc(l, nullptr, nullptr);
+      if (src) cur.file = source_path(src, comp_dir);
+      cur.line = lineno > 0 ? static_cast<uint32_t>(lineno) : 0;
+    }
+    // The innermost function scope at the address, then outwards: an
+    // inlined call's caller is the function scope that contains the
+    // inlined_subroutine DIE in the concrete tree (dwarf_getscopes follows
+    // the abstract definition instead, after an inlined call).
+    Dwarf_Die die;
+    bool have = false;
+    Dwarf_Die* scopes = nullptr;
+    int n = dwarf_getscopes(cudie, daddr, &scopes);
+    for (int i = 0; i < n && !have; i++) {
+      int tag = dwarf_tag(&scopes[i]);
+      if (tag == DW_TAG_inlined_subroutine || tag == DW_TAG_subprogram) {
+        die = scopes[i];
+        have = true;
+      }
+    }
+    free(scopes);
+    Dwarf_Files* files = nullptr;
+    size_t nfiles = 0;
+    for (int depth = 0; have && depth < 64; depth++) {
+      cur.function = scope_name(&die);
+      out.frames.push_back(cur);
+      if (dwarf_tag(&die) != DW_TAG_inlined_subroutine) break;
+      // The next frame out is where this function was inlined: its call site.
+      Dwarf_Attribute attr;
+      Dwarf_Word file_idx = 0, line = 0;
+      cur = SourceFrame();
+      if (dwarf_formudata(dwarf_attr(&die, DW_AT_call_line, &attr), &line) == 0)
+        cur.line = static_cast<uint32_t>(line);
+      if (dwarf_formudata(dwarf_attr(&die, DW_AT_call_file, &attr), &file_idx) == 0 &&
+          (files || dwarf_getsrcfiles(cudie, &files, &nfiles) == 0) && file_idx < nfiles) {
+        const char* f = dwarf_filesrc(files, file_idx, nullptr, nullptr);
+        if (f) cur.file = source_path(f, comp_dir);
+      }
+      Dwarf_Die* chain = nullptr;
+      int m = dwarf_getscopes_die(&die, &chain);
+      have = false;
+      for (int j = 1; j < m && !have; j++) {
+        int tag = dwarf_tag(&chain[j]);
+        if (tag == DW_TAG_inlined_subroutine || tag == DW_TAG_subprogram) {
+          die = chain[j];
+          have = true;
+        }
+      }
+      free(chain);
+    }
+    if (!out.frames.empty()) return out;
+  }
+  // No debug information (or no function there): the symbol table.
+  const char* name = dwfl_module_addrname(o->module, addr);
+  if (name) {
+    SourceFrame f;
+    f.function = demangle(name);
+    out.frames.push_back(f);
+  }
+  return out;
+}
+
+std::string Symbolizer::function_name(uintptr_t pc) {
+  Symbolized s = symbolize(pc);
+  return s.frames.empty() ? "" : s.frames.back().function;
+}
+
+}  // namespace coz
