@@ -7,10 +7,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <sys/resource.h>
+#include <cstdio>
+#include <cstring>
 #include <ctime>
 
 #include "clock.h"
+#include "counters.h"
 #include "rawlog.h"
+#include "waits.h"
 #include "warnings.h"
 #include "sys.h"
 
@@ -117,14 +122,46 @@ void Profiler::publish_scope() {
   shared().scope.store(make_range_set(lines_->attributable_ranges()), std::memory_order_release);
 }
 
+namespace {
+
+// A thread's name as the kernel knows it (its comm), or "".
+std::string thread_name(pid_t tid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/comm", static_cast<int>(tid));
+  FILE* f = fopen(path, "re");
+  if (!f) return "";
+  char buf[32] = {0};
+  if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
+  fclose(f);
+  size_t n = strlen(buf);
+  if (n && buf[n - 1] == '\n') buf[n - 1] = 0;
+  return buf;
+}
+
+}  // namespace
+
+void Profiler::note_thread(ThreadState* t) {
+  ThreadInfo& info = threads_[t->tid];
+  if (info.record.tid != t->tid || info.record.start_ns != t->start_ns) {
+    // A new thread (or a thread id the kernel reused).
+    info = ThreadInfo();
+    info.record.tid = t->tid;
+    info.record.start_ns = t->start_ns;
+    info.record.group = t->start_fn ? "" : "main";
+    info.start_fn = t->start_fn;
+  }
+}
+
 void Profiler::drain() {
   if (hooks_.poll_objects) hooks_.poll_objects();
   // Under the registry lock only copy the samples out: symbolizing may read
   // DWARF for seconds, and pthread_create and fork wait for that lock.
   pending_.clear();
   hooks_.for_each_thread([&](ThreadState* t) {
-    Sample smp;
-    while (t->ring.pop(&smp)) pending_.push_back(smp);
+    Pending p;
+    p.tid = t->tid;
+    while (t->ring.pop(&p.smp)) pending_.push_back(p);
+    if (t->tid) note_thread(t);
     // Statistics, before an exited thread's state is recycled.
     auto take = [](std::atomic<uint64_t>& counter, uint64_t* reported, uint64_t* total) {
       uint64_t v = counter.load(std::memory_order_relaxed);
@@ -135,9 +172,33 @@ void Profiler::drain() {
     take(t->lost_records, &t->reported_lost, &total_lost_);
     take(t->dropped_samples, &t->reported_dropped, &total_dropped_);
     take(t->skipped_records, &t->reported_skipped, &total_skipped_);
+    if (t->state.load() == 2 && t->tid) {  // ended: its record is written once its samples are counted
+      ThreadInfo& info = threads_[t->tid];
+      info.record.end_ns = t->end_ns;
+      info.record.thread = t->name;
+      info.named = true;
+      ended_.push_back(t->tid);
+      if (t->migrations >= 0) migrations_ += t->migrations;
+      else migrations_known_ = false;
+    }
   });
-  for (const Sample& smp : pending_) {
+  const uint64_t period = config_.sample_period_ns;
+  for (Pending& p : pending_) {
+    const Sample& smp = p.smp;
     if (smp.flags & kSampleTruncated) truncated_++;
+    ThreadInfo& info = threads_[p.tid];
+    info.record.cpu_ns += smp.weight_ns;
+    stacks_.add(p.tid, StackKind::kCpu, smp.pcs, smp.n, smp.weight_ns);
+    if (smp.wait_ns) {
+      // Preempted time: one blocked sample of the `sched` kind per period of it.
+      info.record.wait_ns[static_cast<int>(WaitKind::kSched)] += smp.wait_ns;
+      info.sched_rest_ns += smp.wait_ns;
+      if (info.sched_rest_ns >= period) {
+        uint64_t n = info.sched_rest_ns / period;
+        info.sched_rest_ns -= n * period;
+        stacks_.add(p.tid, StackKind::kSched, smp.pcs, smp.n, n * period, n);
+      }
+    }
     const Line* l = symbolize(smp);
     if (!l) {
       out_of_scope_++;
@@ -151,7 +212,57 @@ void Profiler::drain() {
     if (!(smp.flags & kSampleDelaying)) recent_.add(l);
     recent_all_.add(l);
   }
+  for (pid_t tid : ended_) {
+    auto it = threads_.find(tid);
+    if (it == threads_.end()) continue;
+    finish_thread(&it->second);
+    threads_.erase(it);
+  }
+  ended_.clear();
   publish_scope();
+}
+
+std::string Profiler::group_of(ThreadInfo* info) {
+  if (info->record.group.empty() && info->start_fn) {
+    info->record.group = symbolizer_.function_name(info->start_fn);
+    if (info->record.group.empty()) info->record.group = "?";
+  }
+  return info->record.group;
+}
+
+void Profiler::finish_thread(ThreadInfo* info) {
+  if (!info->named) {
+    info->record.thread = thread_name(static_cast<pid_t>(info->record.tid));
+    info->named = true;
+  }
+  group_of(info);
+  // Its last stacks must be defined before the flush that follows forgets it.
+  flush_stacks();
+  writer_->thread(info->record);
+}
+
+void Profiler::flush_stacks() {
+  StackTable::Flush f = stacks_.flush(&symbolizer_, [&](pid_t tid, std::string* name, std::string* group) {
+    auto it = threads_.find(tid);
+    if (it == threads_.end()) return;
+    ThreadInfo& info = it->second;
+    if (!info.named) {
+      info.record.thread = thread_name(tid);
+      info.named = true;
+    }
+    *name = info.record.thread;
+    *group = group_of(&info);
+  });
+  writer_->locations(f.locations);
+  writer_->stacks(f.stacks);
+  writer_->stack_counts(f.counts);
+}
+
+void Profiler::maybe_flush_stacks() {
+  uint64_t elapsed = now_mono() - start_mono_;
+  if (elapsed < next_flush_ns_) return;
+  flush_stacks();
+  next_flush_ns_ = next_stack_flush_ns(elapsed);
 }
 
 void Profiler::run_one_experiment(const Line* line, const std::vector<AddrRange>& ranges, int speedup) {
@@ -173,6 +284,7 @@ void Profiler::run_one_experiment(const Line* line, const std::vector<AddrRange>
     if (!end_to_end && elapsed >= length_ns_) break;
     wait_slice(end_to_end ? kSliceNs : std::min(kSliceNs, length_ns_ - elapsed));
     drain();
+    maybe_flush_stacks();
   }
 
   uint64_t t1 = now_mono();
@@ -223,6 +335,15 @@ void Profiler::write_periodic() {
 void Profiler::write_final() {
   drain();
   write_periodic();
+  // The threads still alive end with the run.
+  uint64_t now = now_mono();
+  for (auto& kv : threads_) {
+    kv.second.record.end_ns = now;
+    finish_thread(&kv.second);
+  }
+  threads_.clear();
+  flush_stacks();
+  write_counters();
   ShutdownRecord r;
   r.time_ns = now_real();
   const char* reason = pending_reason_.load();
@@ -242,6 +363,36 @@ void Profiler::write_final() {
   writer_->shutdown(r);
   final_written_.store(1, std::memory_order_release);
   futex_wake(&final_written_);
+}
+
+void Profiler::write_counters() {
+  CountersRecord c;
+  rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) == 0) {
+    c.user_ns = static_cast<uint64_t>(ru.ru_utime.tv_sec) * 1000000000ull + static_cast<uint64_t>(ru.ru_utime.tv_usec) * 1000ull;
+    c.system_ns = static_cast<uint64_t>(ru.ru_stime.tv_sec) * 1000000000ull + static_cast<uint64_t>(ru.ru_stime.tv_usec) * 1000ull;
+    c.voluntary_switches = static_cast<uint64_t>(ru.ru_nvcsw);
+    c.involuntary_switches = static_cast<uint64_t>(ru.ru_nivcsw);
+    c.minor_faults = static_cast<uint64_t>(ru.ru_minflt);
+    c.major_faults = static_cast<uint64_t>(ru.ru_majflt);
+  }
+  // Migrations: the ended threads' (each read its own at its end) and the
+  // live ones' now.
+  int64_t migrations = migrations_known_ ? migrations_ : -1;
+  if (migrations >= 0 && hooks_.live_tids) {
+    for (pid_t tid : hooks_.live_tids()) {
+      int64_t m = thread_migrations(tid);
+      if (m < 0) {
+        migrations = -1;
+        break;
+      }
+      migrations += m;
+    }
+  }
+  c.migrations = migrations;
+  if (hooks_.hardware_counters) hooks_.hardware_counters(&c.hardware, &c.hardware_unavailable);
+  c.wall_ns = now_mono() - start_mono_;
+  writer_->counters(c);
 }
 
 const Line* Profiler::pick_line() {

@@ -15,6 +15,8 @@
 #include "line_map.h"
 #include "profile_writer.h"
 #include "progress.h"
+#include "stacks.h"
+#include "symbolizer.h"
 #include "thread_state.h"
 
 namespace coz {
@@ -67,6 +69,10 @@ struct ProfilerHooks {
   std::function<void(const std::function<void(ThreadState*)>&)> for_each_thread;
   // Maps objects loaded since the last call (dlopen), if any.
   std::function<void()> poll_objects;
+  // The ids of the threads alive now (for the counters at the end).
+  std::function<std::vector<pid_t>()> live_tids;
+  // Hardware counter totals of every thread, or why there are none.
+  std::function<void(std::vector<std::pair<std::string, uint64_t>>*, std::string*)> hardware_counters;
 };
 
 class Profiler {
@@ -111,7 +117,31 @@ class Profiler {
   RecentLines recent_;      // lines of samples taken while no delay was inserted
   RecentLines recent_all_;  // of every sample
   std::unordered_map<uintptr_t, const Line*> pc_cache_;
-  std::vector<Sample> pending_;  // copied out of the threads' rings, to symbolize
+  struct Pending {
+    pid_t tid;
+    Sample smp;
+  };
+  std::vector<Pending> pending_;  // copied out of the threads' rings, to symbolize
+  // The conventional profile.
+  struct ThreadInfo {
+    ThreadRecord record;
+    uintptr_t start_fn = 0;
+    uint64_t sched_rest_ns = 0;  // preempted time not yet worth a whole blocked sample
+    bool named = false;
+  };
+  void note_thread(ThreadState* t);
+  std::string group_of(ThreadInfo* info);
+  void finish_thread(ThreadInfo* info);
+  void flush_stacks();
+  void maybe_flush_stacks();
+  void write_counters();
+  Symbolizer symbolizer_;
+  StackTable stacks_;
+  std::unordered_map<pid_t, ThreadInfo> threads_;
+  std::vector<pid_t> ended_;  // threads that ended since the last drain
+  uint64_t next_flush_ns_ = 0;       // since the start
+  int64_t migrations_ = 0;            // of the threads that ended
+  bool migrations_known_ = true;
   uint64_t scope_version_ = UINT64_MAX;
   uint64_t out_of_scope_ = 0;
   uint64_t truncated_ = 0;

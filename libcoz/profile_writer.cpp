@@ -206,6 +206,89 @@ std::string ProfileWriter::format_shutdown(const ShutdownRecord& r) const {
          ",\"experiments\":" + std::to_string(r.experiments) + "}\n";
 }
 
+namespace {
+std::string opt_string(const std::string& s) { return s.empty() ? "null" : json_string(s); }
+const char* const kWaitNames[6] = {"io", "lock", "sleep", "sync", "sched", "other"};
+}  // namespace
+
+// Upstream's legacy format has none of the records below: they are written
+// in the JSON format only.
+std::string ProfileWriter::format_locations(const std::vector<LocationRecord>& v) const {
+  if (legacy_ || v.empty()) return "";
+  std::string out = "{\"type\":\"locations\",\"locations\":[";
+  for (size_t i = 0; i < v.size(); i++) {
+    const LocationRecord& l = v[i];
+    out += (i ? ",{\"id\":" : "{\"id\":") + std::to_string(l.id) + ",\"address\":" + std::to_string(l.address) +
+           ",\"object\":" + json_string(l.object) + ",\"object_offset\":" + std::to_string(l.object_address) +
+           ",\"build_id\":" + opt_string(l.build_id) + ",\"lines\":[";
+    for (size_t k = 0; k < l.lines.size(); k++)
+      out += (k ? ",{\"function\":" : "{\"function\":") + opt_string(l.lines[k].function) +
+             ",\"file\":" + opt_string(l.lines[k].file) + ",\"line\":" + std::to_string(l.lines[k].line) + "}";
+    out += "]}";
+  }
+  return out + "]}\n";
+}
+
+std::string ProfileWriter::format_stacks(const std::vector<StackRecord>& v) const {
+  if (legacy_ || v.empty()) return "";
+  std::string out = "{\"type\":\"stacks\",\"stacks\":[";
+  for (size_t i = 0; i < v.size(); i++) {
+    const StackRecord& s = v[i];
+    out += (i ? ",{\"id\":" : "{\"id\":") + std::to_string(s.id) + ",\"locations\":[";
+    for (size_t k = 0; k < s.locations.size(); k++) out += (k ? "," : "") + std::to_string(s.locations[k]);
+    out += "],\"kind\":" + json_string(s.kind) + ",\"tid\":" + std::to_string(s.tid) +
+           ",\"thread\":" + json_string(s.thread) + ",\"group\":" + json_string(s.group) + "}";
+  }
+  return out + "]}\n";
+}
+
+std::string ProfileWriter::format_stack_counts(const std::vector<StackCount>& v) const {
+  if (legacy_ || v.empty()) return "";
+  std::string out = "{\"type\":\"stack_counts\",\"counts\":[";
+  for (size_t i = 0; i < v.size(); i++)
+    out += (i ? ",[" : "[") + std::to_string(v[i].id) + "," + std::to_string(v[i].samples) + "," +
+           std::to_string(v[i].ns) + "]";
+  return out + "]}\n";
+}
+
+std::string ProfileWriter::format_thread(const ThreadRecord& r) const {
+  if (legacy_) return "";
+  std::string out = "{\"type\":\"thread\",\"tid\":" + std::to_string(r.tid) + ",\"thread\":" + json_string(r.thread) +
+                    ",\"group\":" + json_string(r.group) + ",\"start_ns\":" + std::to_string(r.start_ns) +
+                    ",\"end_ns\":" + std::to_string(r.end_ns) + ",\"cpu_ns\":" + std::to_string(r.cpu_ns) +
+                    ",\"wait_ns\":{";
+  for (int i = 0; i < 6; i++) out += (i ? ",\"" : "\"") + std::string(kWaitNames[i]) + "\":" + std::to_string(r.wait_ns[i]);
+  return out + "}}\n";
+}
+
+std::string ProfileWriter::format_counters(const CountersRecord& r) const {
+  if (legacy_) return "";
+  std::string hw = "null";
+  if (!r.hardware.empty()) {
+    hw = "{";
+    for (size_t i = 0; i < r.hardware.size(); i++)
+      hw += (i ? "," : "") + json_string(r.hardware[i].first) + ":" + std::to_string(r.hardware[i].second);
+    hw += "}";
+  }
+  return "{\"type\":\"counters\",\"task_clock_ns\":" + std::to_string(r.user_ns + r.system_ns) +
+         ",\"user_ns\":" + std::to_string(r.user_ns) + ",\"system_ns\":" + std::to_string(r.system_ns) +
+         ",\"context_switches\":{\"voluntary\":" + std::to_string(r.voluntary_switches) +
+         ",\"involuntary\":" + std::to_string(r.involuntary_switches) + "},\"page_faults\":{\"minor\":" +
+         std::to_string(r.minor_faults) + ",\"major\":" + std::to_string(r.major_faults) + "},\"migrations\":" +
+         (r.migrations < 0 ? std::string("null") : std::to_string(r.migrations)) + ",\"hardware\":" + hw +
+         ",\"hardware_unavailable\":" + opt_string(r.hardware_unavailable) + ",\"wall_ns\":" +
+         std::to_string(r.wall_ns) + "}\n";
+}
+
+void ProfileWriter::locations(const std::vector<LocationRecord>& v) { emit_if(format_locations(v)); }
+void ProfileWriter::stacks(const std::vector<StackRecord>& v) { emit_if(format_stacks(v)); }
+void ProfileWriter::stack_counts(const std::vector<StackCount>& v) { emit_if(format_stack_counts(v)); }
+void ProfileWriter::thread(const ThreadRecord& r) { emit_if(format_thread(r)); }
+void ProfileWriter::counters(const CountersRecord& r) { emit_if(format_counters(r)); }
+void ProfileWriter::emit_if(const std::string& record) {
+  if (!record.empty()) emit(record);
+}
+
 void ProfileWriter::startup(const StartupRecord& r) { emit(format_startup(r)); }
 void ProfileWriter::experiment(const ExperimentRecord& r) { emit(format_experiment(r)); }
 void ProfileWriter::samples(const std::vector<std::pair<std::string, uint64_t>>& counts, uint64_t out_of_scope) {

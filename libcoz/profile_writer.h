@@ -59,6 +59,52 @@ struct ShutdownRecord {
   uint64_t experiments = 0;
 };
 
+// The conventional profile (docs/profile-format.md: locations, stacks,
+// stack_counts).
+struct LocationRecord {
+  uint32_t id = 0;
+  uint64_t address = 0;
+  std::string object;
+  uint64_t object_address = 0;  // in the object's own (link-time) addresses
+  std::string build_id;         // empty: none
+  struct Line {
+    std::string function, file;  // empty: unknown
+    uint32_t line;
+  };
+  std::vector<Line> lines;  // innermost first
+};
+
+struct StackRecord {
+  uint32_t id = 0;
+  std::vector<uint32_t> locations;  // innermost first
+  std::string kind;                 // cpu, io, lock, sleep, sync, sched, other
+  long tid = 0;
+  std::string thread, group;
+};
+
+struct StackCount {
+  uint32_t id;
+  uint64_t samples, ns;
+};
+
+// Where one thread's time went (a `thread` record).
+struct ThreadRecord {
+  long tid = 0;
+  std::string thread, group;
+  uint64_t start_ns = 0, end_ns = 0, cpu_ns = 0;
+  uint64_t wait_ns[6] = {0, 0, 0, 0, 0, 0};  // io, lock, sleep, sync, sched, other
+};
+
+// A perf stat-style summary of the run (a `counters` record).
+struct CountersRecord {
+  uint64_t user_ns = 0, system_ns = 0, wall_ns = 0;
+  uint64_t voluntary_switches = 0, involuntary_switches = 0;
+  uint64_t minor_faults = 0, major_faults = 0;
+  int64_t migrations = -1;  // -1: unknown
+  std::vector<std::pair<std::string, uint64_t>> hardware;  // empty: unavailable
+  std::string hardware_unavailable;
+};
+
 std::string json_string(const std::string& s);
 
 class ProfileWriter {
@@ -81,6 +127,11 @@ class ProfileWriter {
   void runtime(uint64_t time_ns);
   void warning(const std::string& code, const std::string& message);
   void shutdown(const ShutdownRecord& r);
+  void locations(const std::vector<LocationRecord>& v);
+  void stacks(const std::vector<StackRecord>& v);
+  void stack_counts(const std::vector<StackCount>& v);
+  void thread(const ThreadRecord& r);
+  void counters(const CountersRecord& r);
 
   // Formatting, exposed for tests.
   std::string format_startup(const StartupRecord& r) const;
@@ -90,12 +141,18 @@ class ProfileWriter {
   std::string format_runtime(uint64_t time_ns) const;
   std::string format_warning(const std::string& code, const std::string& message) const;
   std::string format_shutdown(const ShutdownRecord& r) const;
+  std::string format_locations(const std::vector<LocationRecord>& v) const;
+  std::string format_stacks(const std::vector<StackRecord>& v) const;
+  std::string format_stack_counts(const std::vector<StackCount>& v) const;
+  std::string format_thread(const ThreadRecord& r) const;
+  std::string format_counters(const CountersRecord& r) const;
   void set_legacy(bool legacy) { legacy_ = legacy; }
   // As if the last write had stopped part-way through a record (tests).
   void mark_cut_for_test() { cut_ = true; }
 
  private:
   void emit(const std::string& record);
+  void emit_if(const std::string& record);  // nothing for an empty record
   int fd_ = -1;
   bool legacy_ = false;
   bool cut_ = false;  // the last write stopped part-way through a record

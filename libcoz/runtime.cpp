@@ -4,6 +4,7 @@
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -22,6 +23,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "counters.h"
 #include "experiment.h"
 #include "line_map.h"
 #include "profile_writer.h"
@@ -161,6 +163,8 @@ void begin_thread(ThreadState* t, bool inherited) {
   } else if (kind == SamplerKind::kNone) {
     warn("thread-not-sampled", "some threads cannot be sampled: " + why);
   }
+  t->start_ns = now_mono();
+  hardware_thread_start(t);
   progress().attach_thread(t);
   register_state(t);
   tls_state = t;
@@ -183,6 +187,12 @@ void end_thread(void* arg) {
     RuntimeGuard guard;
     sampler_stop(t);
     progress().detach_thread(t);
+    hardware_thread_end(t);
+    // Who it was, for its `thread` record: the profiler thread writes it
+    // once the thread is gone (and its /proc entries with it).
+    t->end_ns = now_mono();
+    prctl(PR_GET_NAME, t->name);
+    t->migrations = thread_migrations(t->tid);
     tls_state = nullptr;
     t->state.store(2);
   }
@@ -524,7 +534,24 @@ void runtime_init() {
   scan_objects();
 
   uint64_t start_mono = now_mono();
-  ProfilerHooks hooks{for_each_thread, poll_objects};
+  ProfilerHooks hooks;
+  hooks.for_each_thread = for_each_thread;
+  hooks.poll_objects = poll_objects;
+  hooks.live_tids = [] {
+    std::vector<pid_t> tids;
+    Locked g(g_registry_lock);
+    for (ThreadState* t : *g_threads)
+      if (t->state.load() == 1 && t->tid) tids.push_back(t->tid);
+    return tids;
+  };
+  hooks.hardware_counters = [](std::vector<std::pair<std::string, uint64_t>>* out, std::string* why) {
+    Locked g(g_registry_lock);
+    std::vector<ThreadState*> live;
+    for (ThreadState* t : *g_threads)
+      if (t->state.load() == 1) live.push_back(t);
+    hardware_totals(live, out, why);
+  };
+  hardware_probe();
   g_writer = new ProfileWriter();  // opened below, once the options are known to be good
   g_profiler = new Profiler(config, g_lines, g_writer, hooks);
   g_profiler->set_start_time(start_mono);
@@ -631,6 +658,7 @@ struct ThreadStart {
 ThreadStart* prepare_c11_thread(int (*fn)(void*), void* arg) {
   ThreadStart* s = prepare_thread(nullptr, arg);
   s->c11_fn = fn;
+  if (s->state) s->state->start_fn = reinterpret_cast<uintptr_t>(fn);
   return s;
 }
 
@@ -639,6 +667,7 @@ ThreadStart* prepare_thread(void* (*fn)(void*), void* arg) {
   if (g_state.load() == kActive && !tls_in_runtime) {
     RuntimeGuard guard;
     s->state = alloc_state();
+    s->state->start_fn = reinterpret_cast<uintptr_t>(fn);  // its thread group
     inherit_delay(s->state, tls_state);  // a new thread starts level with its creator
     // ... and with its creator's signal mask, as the program sees it.
     s->state->program_blocks_sample_signal = tls_state && tls_state->program_blocks_sample_signal;

@@ -145,6 +145,16 @@ struct ThreadState {
   // The program's own view of whether it blocked the sample signal.
   bool program_blocks_sample_signal = false;
 
+  // Who the thread is, for the conventional profile and thread groups: set
+  // by its creator (start routine) and by the thread itself (times, its
+  // name when it ends, and its CPU migrations then).
+  uintptr_t start_fn = 0;  // the function it was started with; 0: the main thread
+  uint64_t start_ns = 0, end_ns = 0;  // CLOCK_MONOTONIC
+  char name[16] = {0};
+  int64_t migrations = -1;  // se.nr_migrations at its end; -1: unknown
+  static constexpr int kHardwareCounters = 2;  // cycles, instructions
+  int hw_fds[kHardwareCounters] = {-1, -1};    // counting events, when the CPU has them
+
   // 1 live, 2 exited (the profiler thread drains its ring, then recycles it).
   std::atomic<int> state{1};
   ThreadState* next_free = nullptr;

@@ -20,8 +20,11 @@
 
 namespace coz {
 
-// Blocked-sample categories (BCOZ's: I/O, lock, sleep, synchronization).
-enum class WaitKind : uint8_t { kIo, kLock, kSleep, kSync, kOther };
+// Wait categories of blocked samples (BCOZ's I/O, lock, synchronization,
+// scheduling, other; sleeps apart). Their order is that of the profile's
+// per-thread `wait_ns` and of StackKind after kCpu.
+enum class WaitKind : uint8_t { kIo, kLock, kSleep, kSync, kSched, kOther };
+constexpr int kWaitKinds = 6;
 
 // Descriptor bookkeeping, from the interposed calls that create, copy and
 // close descriptors. Cheap: a byte store or an atomic insert.

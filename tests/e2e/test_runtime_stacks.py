@@ -1,0 +1,71 @@
+"""The conventional profile the runtime writes: every sample counted per
+distinct stack (whole callchains, symbolized with inlined functions and the
+symbol table of libraries), per-thread time, and perf stat-style counters."""
+
+import os
+
+from conftest import PROGRAMS, build_program, coz_run, records
+
+from cozprof.profile import load
+
+CHAIN_SOURCES = [os.path.join(PROGRAMS, "chain.c"), os.path.join(PROGRAMS, "chain_work.c")]
+
+
+def marker_line(program, text):
+    with open(os.path.join(PROGRAMS, program)) as f:
+        for n, line in enumerate(f, 1):
+            if f"/* {text} */" in line:
+                return n
+    raise AssertionError(text)
+
+
+def test_stacks_count_every_sample_with_its_callers(tmp_path):
+    # -O2 without frame pointers: the callers come from the CFI.
+    exe = build_program("chain", tmp_path, flags=("-g", "-O2"), sources=CHAIN_SOURCES)
+    out = tmp_path / "s.coz"
+    r = coz_run(["-o", str(out), "--experiment-length", "50ms"], [exe, "1"])
+    assert r.returncode == 0, r.stderr.decode()
+    (run,) = load([str(out)]).runs
+    shutdown = run.shutdown
+    cpu = {sid: c for sid, c in run.stack_counts.items() if run.stacks[sid].kind == "cpu"}
+    assert sum(c[0] for c in cpu.values()) == shutdown["samples"]
+    # The time the samples stand for: about a millisecond each (random periods around 1 ms).
+    assert abs(sum(c[1] for c in cpu.values()) / shutdown["samples"] / 1e6 - 1) < 0.1
+    # Almost every sample is in chain_work, called from one of main's two lines.
+    in_work = {"CALL_A": 0, "CALL_B": 0}
+    call_lines = {marker_line("chain.c", k): k for k in in_work}
+    for sid, (n, _ns) in cpu.items():
+        frames = [ln for lid in run.stacks[sid].locations for ln in run.locations[lid].lines]
+        if not frames or frames[0][0] != "chain_work":
+            continue
+        callers = [f for f in frames[1:] if f[0] == "main" and f[1].endswith("/chain.c")]
+        assert callers, frames
+        in_work[call_lines[callers[0][2]]] += n
+    assert sum(in_work.values()) > 0.9 * shutdown["samples"], in_work
+    assert 1.5 < in_work["CALL_A"] / in_work["CALL_B"] < 2.6, in_work  # 2:1 steps of the same kernel
+    # libc's frames are named from its symbol table.
+    objects = {loc.object for loc in run.locations.values()}
+    assert any("libc" in o for o in objects)
+    # One thread, its time, and the counters.
+    (thread,) = run.threads
+    assert thread["group"] == "main" and thread["cpu_ns"] > 0.8 * run.counters["user_ns"]
+    assert run.counters["task_clock_ns"] == run.counters["user_ns"] + run.counters["system_ns"]
+    assert run.counters["hardware"] or run.counters["hardware_unavailable"]
+
+
+def test_threads_are_named_and_grouped_by_their_start_routine(tmp_path):
+    exe = build_program("pingpong", tmp_path)
+    out = tmp_path / "t.coz"
+    r = coz_run(["-o", str(out), "--experiment-length", "50ms"], [exe, "pipe", "1"])
+    assert r.returncode == 0, r.stderr.decode()
+    (run,) = load([str(out)]).runs
+    groups = sorted(t["group"] for t in run.threads)
+    assert groups == ["main", "pthread_a", "pthread_b"]
+    a = next(t for t in run.threads if t["group"] == "pthread_a")
+    b = next(t for t in run.threads if t["group"] == "pthread_b")
+    assert a["cpu_ns"] > b["cpu_ns"] > 0  # A spins twice B's steps
+    assert {s.group for s in run.stacks.values()} >= {"pthread_a", "pthread_b"}
+    # Nothing is lost between the stacks and the threads' own totals.
+    for t in (a, b):
+        ns = sum(run.stack_counts[s.id][1] for s in run.stacks.values() if s.tid == t["tid"] and s.kind == "cpu")
+        assert ns == t["cpu_ns"]
