@@ -26,6 +26,7 @@
 #include "clock.h"
 #include "delays.h"
 #include "fds.h"
+#include "unwind.h"
 #include "sys.h"
 
 namespace coz {
@@ -82,30 +83,23 @@ constexpr uint32_t kSamplesPerPeriod = 8;
 
 uint64_t random_period(ThreadState* t) { return draw_period(&t->rng, g_settings.period_ns); }
 
-// [sig] Copies `len` bytes at ring offset `off`, handling wrap-around.
-void ring_copy(const char* data, size_t size, uint64_t off, void* dst, size_t len) {
-  size_t start = off % size;
-  size_t first = len < size - start ? len : size - start;
-  memcpy(dst, data + start, first);
-  if (first < len) memcpy(static_cast<char*>(dst) + first, data, len - first);
-}
-
-uint64_t ring_word(const char* data, size_t size, uint64_t off) {
-  uint64_t v;
-  ring_copy(data, size, off, &v, sizeof v);
-  return v;
-}
-
 // [sig] The callchain of the interrupted context, unwound with the DWARF
 // call frame information (libunwind): right in code built without frame
 // pointers, where the kernel's frame-pointer callchain skips the caller of a
 // frameless function (memcpy, strlen, any -O2 leaf) and loses track beyond.
 // False when it yields nothing (no libunwind, or no unwind information).
 bool unwind_context(void* uc_void, Sample* smp) {
-  smp->n = 0;
 #if COZ_HAVE_LIBUNWIND
+  uint32_t kept = smp->n;
+  uint32_t flags = smp->flags;
+  smp->n = 0;
+  smp->flags &= ~kSampleTruncated;
   unw_cursor_t cursor;
-  if (unw_init_local2(&cursor, static_cast<unw_context_t*>(uc_void), UNW_INIT_SIGNAL_FRAME) != 0) return false;
+  if (unw_init_local2(&cursor, static_cast<unw_context_t*>(uc_void), UNW_INIT_SIGNAL_FRAME) != 0) {
+    smp->n = kept;
+    smp->flags = flags;
+    return false;
+  }
   do {
     unw_word_t ip;
     if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
@@ -116,93 +110,127 @@ bool unwind_context(void* uc_void, Sample* smp) {
     smp->pcs[smp->n] = smp->n ? ip - 1 : ip;  // return addresses: look up the call instruction
     smp->n++;
   } while (unw_step(&cursor) > 0);
+  if (smp->n > 0) return true;
+  smp->n = kept;  // nothing unwound: keep what there was
+  smp->flags = flags;
+  return false;
 #else
   (void)uc_void;
+  (void)smp;
+  return false;
 #endif
-  return smp->n > 0;
 }
 
 uintptr_t context_ip(void* uc) {
   return static_cast<uintptr_t>(static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_RIP]);
 }
 
-// [sig] Reads every complete record in the perf ring buffer. Returns the CPU
-// time of the hits among them. `uc`, when given, is the context the sample
-// signal interrupted: it is the thread's state at its newest sample (the
-// kernel signals at each sample, on the way back to user mode), so that
-// sample's callchain is unwound from it with the CFI rather than taken from
-// the kernel's frame pointers.
+// [sig] Fills smp (frames from the kernel's callchain; weight and wait left
+// to the caller) from the sample record whose body starts at `body`. With
+// `copy`, the record also holds the user registers and the top of the
+// stack (sampling-only mode): they go to *copy, the stack bytes into
+// copy->stack's buffer. False for a malformed record.
+bool parse_sample(const RecordReader& r, uint64_t body, uint64_t len, Sample* smp, StackCopy* copy,
+                  uint8_t* stack_buf) {
+  // Layout: ip, time, nr, ips[nr] (PERF_SAMPLE_IP | TIME | CALLCHAIN), then
+  // with copies: abi, regs[kCopiedRegs], size, data[size], dyn_size.
+  const uint64_t words = len / sizeof(uint64_t);
+  uint64_t nr = words >= 3 ? r.word(body + 16) : 0;
+  if (words < 3 || nr > words - 3) return false;
+  uint64_t ip = r.word(body);
+  smp->flags = 0;
+  smp->n = 0;
+  smp->pcs[smp->n++] = ip;
+  bool seen_ip = false;
+  for (uint64_t i = 0; i < nr; i++) {
+    uint64_t pc = r.word(body + 24 + i * 8);
+    if (pc >= static_cast<uint64_t>(PERF_CONTEXT_MAX)) continue;  // context markers
+    if (!seen_ip) {
+      seen_ip = true;
+      if (pc == ip) continue;  // the callchain repeats the sampled ip first
+    }
+    if (smp->n == kMaxFrames) {
+      smp->flags |= kSampleTruncated;
+      break;
+    }
+    smp->pcs[smp->n++] = pc ? pc - 1 : 0;  // a return address: look up the call instruction
+  }
+  if (!copy) return true;
+  uint64_t at = body + 24 + nr * 8;
+  copy->size = 0;
+  if (at + 8 > body + len) return false;
+  uint64_t abi = r.word(at);
+  at += 8;
+  if (abi != 0) {
+    if (at + kCopiedRegs * 8 > body + len) return false;
+    for (int i = 0; i < kCopiedRegs; i++) copy->regs[i] = r.word(at + static_cast<uint64_t>(i) * 8);
+    at += kCopiedRegs * 8;
+  } else {
+    return true;  // no user registers (a kernel thread's sample): the callchain only
+  }
+  if (at + 8 > body + len) return false;
+  uint64_t size = r.word(at);
+  at += 8;
+  if (size > kSampleStackBytes || at + size + 8 > body + len) return false;
+  uint64_t dyn = r.word(at + size);
+  uint64_t used = dyn < size ? dyn : size;
+  r.copy(at, stack_buf, used);
+  copy->stack = stack_buf;
+  copy->size = used;
+  return true;
+}
+
+// [sig] Reads every complete record in the thread's perf ring buffer (the
+// causal mode's handler, in the sampled thread). Returns the CPU time of the
+// hits among them. `uc`, when given, is the context the sample signal
+// interrupted: it is the thread's state at its newest sample (the kernel
+// signals at each sample, on the way back to user mode), so that sample's
+// callchain is unwound from it with the CFI rather than taken from the
+// kernel's frame pointers.
 uint64_t drain_perf(ThreadState* t, void* uc) {
   perf_event_mmap_page* page = t->page;
   if (!page) return 0;
-  const char* data = reinterpret_cast<const char*>(page) + page->data_offset;
-  const size_t size = page->data_size;
+  RecordReader r{reinterpret_cast<const char*>(page) + page->data_offset, page->data_size};
   uint64_t head = __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE);
   uint64_t tail = page->data_tail;
   uint64_t hit_ns = 0;
+  // The newest sample: switch records may follow it (the thread was
+  // switched out between the sample and the signal's delivery), and the
+  // interrupted context is still that sample's.
+  uint64_t newest = UINT64_MAX;
+  for (uint64_t at = tail; uc && at < head;) {
+    perf_event_header hdr;
+    r.copy(at, &hdr, sizeof hdr);
+    if (hdr.size < sizeof hdr) break;
+    if (hdr.type == PERF_RECORD_SAMPLE) newest = at;
+    at += hdr.size;
+  }
   Sample smp;
   while (tail < head) {
     perf_event_header hdr;
-    ring_copy(data, size, tail, &hdr, sizeof hdr);
+    r.copy(tail, &hdr, sizeof hdr);
     if (hdr.size < sizeof hdr || tail + hdr.size > head) {
       // Not a whole record: nothing after it can be trusted either.
       t->skipped_records.fetch_add(1, std::memory_order_relaxed);
       tail = head;
       break;
     }
-    const uint64_t body = tail + sizeof hdr;
-    const uint64_t words = (hdr.size - sizeof hdr) / sizeof(uint64_t);
+    const uint64_t body = tail + sizeof hdr, len = hdr.size - sizeof hdr;
     if (hdr.type == PERF_RECORD_SAMPLE) {
-      // Layout for PERF_SAMPLE_IP | TIME | CALLCHAIN: ip, time, nr,
-      // ips[nr]. Read in place: a record can be as long as the kernel's
-      // callchain limit allows.
-      uint64_t nr = words >= 3 ? ring_word(data, size, body + 16) : 0;
-      if (words < 3 || nr > words - 3) {
+      if (!parse_sample(r, body, len, &smp, nullptr, nullptr)) {
         t->skipped_records.fetch_add(1, std::memory_order_relaxed);
-        tail += hdr.size;
-        continue;
-      }
-      uint64_t ip = ring_word(data, size, body);
-      // The period it ended (PERF_SAMPLE_PERIOD would say the first one,
-      // whatever PERF_EVENT_IOC_PERIOD set since).
-      smp.weight_ns = t->period_ns;
-      smp.wait_ns = t->preempted_ns;
-      t->preempted_ns = 0;
-      smp.flags = 0;
-      if (!(uc && tail + hdr.size == head && ip == context_ip(uc) && unwind_context(uc, &smp))) {
-        smp.flags = 0;
-        smp.n = 0;
-        smp.pcs[smp.n++] = ip;
-        bool seen_ip = false;
-        for (uint64_t i = 0; i < nr; i++) {
-          uint64_t pc = ring_word(data, size, body + 24 + i * 8);
-          if (pc >= static_cast<uint64_t>(PERF_CONTEXT_MAX)) continue;  // context markers
-          if (!seen_ip) {
-            seen_ip = true;
-            if (pc == ip) continue;  // the callchain repeats the sampled ip first
-          }
-          if (smp.n == kMaxFrames) {
-            smp.flags |= kSampleTruncated;
-            break;
-          }
-          smp.pcs[smp.n++] = pc ? pc - 1 : 0;  // a return address: look up the call instruction
-        }
-      }
-      hit_ns += record_sample(t, &smp);
-    } else if (hdr.type == PERF_RECORD_SWITCH && words >= 1) {
-      // sample_id: the time only. Preempted (runnable, waiting for a CPU)
-      // from an out with the PREEMPT flag to the next in.
-      uint64_t time = ring_word(data, size, body);
-      if (hdr.misc & PERF_RECORD_MISC_SWITCH_OUT) {
-        t->switched_out_ns = time;
-        t->switched_out_preempted = (hdr.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) != 0;
       } else {
-        if (t->switched_out_ns && t->switched_out_preempted && time > t->switched_out_ns)
-          t->preempted_ns += time - t->switched_out_ns;
-        t->switched_out_ns = 0;
+        if (tail == newest && smp.pcs[0] == context_ip(uc)) unwind_context(uc, &smp);
+        // The period it ended (PERF_SAMPLE_PERIOD would say the first one,
+        // whatever PERF_EVENT_IOC_PERIOD set since).
+        smp.weight_ns = t->period_ns;
+        smp.wait_ns = t->switches.take_preempted();
+        hit_ns += record_sample(t, &smp);
       }
-    } else if (hdr.type == PERF_RECORD_LOST && words >= 2) {
-      t->lost_records.fetch_add(ring_word(data, size, body + 8), std::memory_order_relaxed);  // id, lost
+    } else if (hdr.type == PERF_RECORD_SWITCH && len >= 8) {
+      t->switches.on_switch(hdr.misc, r.word(body));  // sample_id: the time only
+    } else if (hdr.type == PERF_RECORD_LOST && len >= 16) {
+      t->lost_records.fetch_add(r.word(body + 8), std::memory_order_relaxed);  // id, lost
     }
     tail += hdr.size;
   }
@@ -239,10 +267,9 @@ uint64_t sample_from_context(ThreadState* t, void* uc, int overrun) {
   uint64_t waited = schedstat_wait_ns();
   smp.wait_ns = waited > t->timer_waited_ns && t->timer_waited_ns ? waited - t->timer_waited_ns : 0;
   t->timer_waited_ns = waited;
-  if (!unwind_context(uc, &smp)) {
-    smp.n = 1;
-    smp.pcs[0] = context_ip(uc);
-  }
+  smp.n = 1;
+  smp.pcs[0] = context_ip(uc);
+  unwind_context(uc, &smp);
   return record_sample(t, &smp);
 }
 

@@ -9,12 +9,31 @@
 #pragma once
 
 #include <csignal>
+#include <cstring>
 #include <cstdint>
 #include <string>
 
 #include "thread_state.h"
 
 namespace coz {
+
+// Reads perf records from a ring buffer (whose offsets wrap at `size`) or
+// from a copy of its records (size: UINT64_MAX, no wrap). [sig]
+struct RecordReader {
+  const char* data;
+  uint64_t size;
+  void copy(uint64_t off, void* dst, size_t len) const {
+    uint64_t start = off % size;
+    uint64_t first = len < size - start ? len : size - start;
+    memcpy(dst, data + start, first);
+    if (first < len) memcpy(static_cast<char*>(dst) + first, data, len - first);
+  }
+  uint64_t word(uint64_t off) const {
+    uint64_t v;
+    copy(off, &v, sizeof v);
+    return v;
+  }
+};
 
 // The real-time signal that carries sample notifications. The program may
 // install its own handler for it: such signals are passed on to that handler.

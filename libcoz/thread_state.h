@@ -95,6 +95,31 @@ class SampleRing {
   std::atomic<uint32_t> tail_{0};
 };
 
+// A thread's context switches as its perf ring's switch records tell them:
+// from a switch out with the PREEMPT flag to the next switch in, the
+// thread was runnable but had no CPU. [sig]
+struct SwitchState {
+  uint64_t out_ns = 0;  // CLOCK_MONOTONIC time of the last switch out; 0 while on a CPU
+  bool out_preempted = false;
+  uint64_t preempted_ns = 0;  // since the last take_preempted()
+
+  // `misc` is the record header's (PERF_RECORD_MISC_SWITCH_OUT, _PREEMPT bits).
+  void on_switch(uint16_t misc, uint64_t time) {
+    if (misc & (1u << 13)) {  // PERF_RECORD_MISC_SWITCH_OUT
+      out_ns = time;
+      out_preempted = (misc & (1u << 14)) != 0;  // PERF_RECORD_MISC_SWITCH_OUT_PREEMPT
+    } else {
+      if (out_ns && out_preempted && time > out_ns) preempted_ns += time - out_ns;
+      out_ns = 0;
+    }
+  }
+  uint64_t take_preempted() {
+    uint64_t v = preempted_ns;
+    preempted_ns = 0;
+    return v;
+  }
+};
+
 struct ThreadState {
   pid_t tid = 0;
 
@@ -122,9 +147,7 @@ struct ThreadState {
   uint64_t rng = 0;
 
   // Context switches, from the perf ring's switch records [sig].
-  uint64_t switched_out_ns = 0;  // CLOCK_MONOTONIC time of the last switch-out; 0 while on a CPU
-  bool switched_out_preempted = false;
-  uint64_t preempted_ns = 0;     // runnable but not running since the previous sample
+  SwitchState switches;
   uint64_t timer_waited_ns = 0;  // timer sampler: schedstat's wait time at the previous sample
 
   // Samples for the profiler thread.

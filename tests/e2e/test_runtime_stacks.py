@@ -32,16 +32,19 @@ def test_stacks_count_every_sample_with_its_callers(tmp_path):
     # The time the samples stand for: about a millisecond each (random periods around 1 ms).
     assert abs(sum(c[1] for c in cpu.values()) / shutdown["samples"] / 1e6 - 1) < 0.1
     # Almost every sample is in chain_work, called from one of main's two lines.
-    in_work = {"CALL_A": 0, "CALL_B": 0}
-    call_lines = {marker_line("chain.c", k): k for k in in_work}
+    in_work = {"CALL_A": 0, "CALL_B": 0, None: 0}
+    call_lines = {marker_line("chain.c", k): k for k in in_work if k}
     for sid, (n, _ns) in cpu.items():
         frames = [ln for lid in run.stacks[sid].locations for ln in run.locations[lid].lines]
         if not frames or frames[0][0] != "chain_work":
             continue
         callers = [f for f in frames[1:] if f[0] == "main" and f[1].endswith("/chain.c")]
-        assert callers, frames
-        in_work[call_lines[callers[0][2]]] += n
+        in_work[call_lines[callers[0][2]] if callers else None] += n
     assert sum(in_work.values()) > 0.9 * shutdown["samples"], in_work
+    # A sample whose signal found the thread elsewhere (taken in the runtime's
+    # own handler, or left for the end) keeps the kernel's frame-pointer
+    # callchain, which loses the caller of a frameless function: rare.
+    assert in_work[None] < 0.01 * sum(in_work.values()), in_work
     assert 1.5 < in_work["CALL_A"] / in_work["CALL_B"] < 2.6, in_work  # 2:1 steps of the same kernel
     # libc's frames are named from its symbol table.
     objects = {loc.object for loc in run.locations.values()}
