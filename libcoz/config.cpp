@@ -107,6 +107,8 @@ const std::vector<Option>& options() {
        }},
       {"COZ_FOLLOW_CHILDREN", "0 or 1",
        [](const char* v, Config* c) { return parse_bool(v, &c->follow_children); }},
+      {"COZ_SAMPLING_ONLY", "0 or 1",
+       [](const char* v, Config* c) { return parse_bool(v, &c->sampling_only); }},
       {"COZ_WARN_STDERR", "0 or 1",
        [](const char* v, Config* c) { return parse_bool(v, &c->warn_stderr); }},
       {"COZ_LAUNCHER_PID", "a process id",

@@ -24,6 +24,7 @@ struct Config {
   int verbose = 0;                                // COZ_VERBOSE
   bool follow_children = false;                   // COZ_FOLLOW_CHILDREN
   bool warn_stderr = true;                        // COZ_WARN_STDERR; 0: warnings go to the profile only
+  bool sampling_only = false;                     // COZ_SAMPLING_ONLY: the conventional profile, no experiments
   long launcher_pid = 0;                          // COZ_LAUNCHER_PID; 0 = profile whoever loads us
 };
 

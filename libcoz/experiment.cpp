@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "counters.h"
 #include "rawlog.h"
+#include "sampler.h"
 #include "waits.h"
 #include "warnings.h"
 #include "sys.h"
@@ -25,6 +26,7 @@ namespace {
 
 constexpr uint64_t kSliceNs = 10000000;    // 10 ms: how often samples are drained
 constexpr uint64_t kCoolOffNs = 10000000;  // 10 ms of paying debts between experiments
+constexpr uint32_t kDrainsPerPeriod = 10;   // sampling-only: a new random period every ~100 ms
 
 // Waits while *word == expected, for at most ns. Safe to pair with a
 // futex wake from a signal handler.
@@ -157,10 +159,26 @@ void Profiler::drain() {
   // Under the registry lock only copy the samples out: symbolizing may read
   // DWARF for seconds, and pthread_create and fork wait for that lock.
   pending_.clear();
+  taken_.clear();
+  taken_bytes_.clear();
   hooks_.for_each_thread([&](ThreadState* t) {
     Pending p;
     p.tid = t->tid;
     while (t->ring.pop(&p.smp)) pending_.push_back(p);
+    if (config_.sampling_only && t->page) {
+      // No signal: the profiler takes the thread's perf records itself.
+      size_t at = taken_bytes_.size();
+      take_records(t, &taken_bytes_);
+      if (taken_bytes_.size() > at) taken_.push_back({t->tid, at, taken_bytes_.size() - at, t->period_ns});
+      if (t->state.load() == 2) {
+        sampler_forget(t);  // its last records are taken: release the ring
+      } else if (++t->samples_at_period >= kDrainsPerPeriod) {
+        // DCPI: a new random period. Not at every look: the event's timer
+        // restarts, and the part of a period the thread had run is lost.
+        t->samples_at_period = 0;
+        rerandomize_period(t);
+      }
+    }
     if (t->tid) note_thread(t);
     // Statistics, before an exited thread's state is recycled.
     auto take = [](std::atomic<uint64_t>& counter, uint64_t* reported, uint64_t* total) {
@@ -183,6 +201,17 @@ void Profiler::drain() {
     }
   });
   const uint64_t period = config_.sample_period_ns;
+  for (const Taken& tk : taken_) {
+    ThreadInfo& info = threads_[tk.tid];
+    uint64_t lost = 0, skipped = 0;
+    parse_records(taken_bytes_.data() + tk.offset, tk.size, &info.switches, tk.period_ns, &lost, &skipped,
+                  [&](Sample& smp) {
+                    total_samples_++;
+                    pending_.push_back({tk.tid, smp});
+                  });
+    total_lost_ += lost;
+    total_skipped_ += skipped;
+  }
   for (Pending& p : pending_) {
     const Sample& smp = p.smp;
     if (smp.flags & kSampleTruncated) truncated_++;
@@ -354,7 +383,7 @@ void Profiler::write_final() {
   r.skipped_records = total_skipped_;
   r.truncated_stacks = truncated_;
   r.experiments = experiments_;
-  if (progress().empty()) {
+  if (progress().empty() && !config_.sampling_only) {
     std::string msg =
         "no progress point was reached: add COZ_PROGRESS to the program (include <coz.h>), "
         "or give --progress file:line or --end-to-end";
@@ -402,7 +431,21 @@ const Line* Profiler::pick_line() {
   return recent_.size() ? recent_.pick(draw) : recent_all_.pick(draw);
 }
 
+void Profiler::run_sampling_only() {
+  // No experiments, no delays: the conventional profile only. Samples,
+  // stacks and the run time are written at the stack flushes.
+  while (!stopping()) {
+    wait_slice(kSliceNs);
+    drain();
+    uint64_t elapsed = now_mono() - start_mono_;
+    if (elapsed >= next_flush_ns_) write_periodic();
+    maybe_flush_stacks();
+  }
+  write_final();
+}
+
 void Profiler::run() {
+  if (config_.sampling_only) return run_sampling_only();
   Shared& s = shared();
   while (!stopping()) {
     drain();

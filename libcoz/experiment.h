@@ -122,11 +122,20 @@ class Profiler {
     Sample smp;
   };
   std::vector<Pending> pending_;  // copied out of the threads' rings, to symbolize
+  // Sampling-only: perf records taken from the threads' rings, to parse.
+  struct Taken {
+    pid_t tid;
+    size_t offset, size;
+    uint64_t period_ns;  // the period they were taken at
+  };
+  std::vector<Taken> taken_;
+  std::vector<char> taken_bytes_;
   // The conventional profile.
   struct ThreadInfo {
     ThreadRecord record;
     uintptr_t start_fn = 0;
     uint64_t sched_rest_ns = 0;  // preempted time not yet worth a whole blocked sample
+    SwitchState switches;        // sampling-only: its switch records, parsed here
     bool named = false;
   };
   void note_thread(ThreadState* t);
@@ -135,6 +144,7 @@ class Profiler {
   void flush_stacks();
   void maybe_flush_stacks();
   void write_counters();
+  void run_sampling_only();
   Symbolizer symbolizer_;
   StackTable stacks_;
   std::unordered_map<pid_t, ThreadInfo> threads_;

@@ -131,7 +131,7 @@ void for_each_thread(const std::function<void(ThreadState*)>& fn) {
   // Recycle threads that have exited and whose samples were just drained.
   size_t keep = 0;
   for (ThreadState* t : v) {
-    if (t->state.load() == 2 && t->ring.empty()) {
+    if (t->state.load() == 2 && t->ring.empty() && !t->page) {
       t->next_free = g_free;
       g_free = t;
     } else {
@@ -601,6 +601,7 @@ void runtime_init() {
 
   SamplerSettings settings;
   settings.period_ns = config.sample_period_ns;
+  settings.signal_free = config.sampling_only;
   sampler_configure(settings);
   // Once per process image: a followed child runs this again, and a second
   // registration would run every fork handler twice (taking each lock twice).
@@ -612,7 +613,10 @@ void runtime_init() {
   }
   install_signals();
 
-  shared().sampling.store(true);
+  // The delay hooks of the interposed calls: not in sampling-only mode,
+  // where no delay is ever owed (and where the profiler thread alone reads
+  // the threads' perf rings).
+  shared().sampling.store(!config.sampling_only);
   g_live_threads.store(1);
   ThreadState* main_state = alloc_state();
   begin_thread(main_state, false);
@@ -622,7 +626,10 @@ void runtime_init() {
   sr.pid = g_pid;
   sr.argv0 = self_exe();
   sr.build_id = main_build_id();
-  sr.mode = config.end_to_end ? "end-to-end" : config.fixed_line.empty() ? "causal" : "fixed-line";
+  sr.mode = config.sampling_only ? "sampling-only"
+            : config.end_to_end  ? "end-to-end"
+            : config.fixed_line.empty() ? "causal"
+                                        : "fixed-line";
   sr.sample_period_ns = config.sample_period_ns;
   sr.experiment_length_ns = config.experiment_length_ns;
   sr.sampler = sampler_uses_timer() ? "timer" : "perf_event";

@@ -37,6 +37,9 @@ SamplerSettings g_settings;
 std::atomic<bool> g_any_timer{false};
 
 constexpr size_t kDataPages = 8;  // ring buffer pages (power of two)
+// Sampling-only records carry 2 KiB of stack each, and wait for the profiler
+// thread's next look (every 10 ms) instead of a signal.
+constexpr size_t kSignalFreeDataPages = 16;
 
 long perf_event_open(perf_event_attr* attr, pid_t pid, int cpu, int group, unsigned long flags) {
   return sys(SYS_perf_event_open, attr, pid, cpu, group, flags);
@@ -322,6 +325,14 @@ SamplerKind sampler_start(ThreadState* t, std::string* why) {
   attr.exclude_callchain_kernel = 1;
   attr.wakeup_events = g_settings.batch;
   attr.disabled = 1;
+  if (g_settings.signal_free) {
+    attr.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+    attr.sample_regs_user = kSampleRegsMask;
+    attr.sample_stack_user = kSampleStackBytes;
+    attr.wakeup_events = 0;
+    attr.watermark = 1;
+    attr.wakeup_watermark = 1u << 30;  // never: nobody waits on the descriptor
+  }
   long fd = perf_event_open(&attr, t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
   if (fd < 0 && (errno == E2BIG || errno == EINVAL)) {
     // Kernels before 4.8 know no sample_max_stack: records are then as long
@@ -335,12 +346,14 @@ SamplerKind sampler_start(ThreadState* t, std::string* why) {
     *why = "the upper half of the open-file limit (ulimit -n = " + std::to_string(rl.rlim_cur) +
            ") is full of the profiler's descriptors, the lower half is left to the program";
   } else if (fd >= 0) {
-    size_t len = (1 + kDataPages) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    size_t pages = g_settings.signal_free ? kSignalFreeDataPages : kDataPages;
+    size_t len = (1 + pages) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
     void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, static_cast<int>(fd), 0);
     f_owner_ex owner{F_OWNER_TID, t->tid};
-    if (m != MAP_FAILED && fcntl(static_cast<int>(fd), F_SETFL, O_ASYNC | O_NONBLOCK) == 0 &&
-        fcntl(static_cast<int>(fd), F_SETSIG, sample_signal()) == 0 &&
-        fcntl(static_cast<int>(fd), F_SETOWN_EX, &owner) == 0) {
+    if (m != MAP_FAILED &&
+        (g_settings.signal_free || (fcntl(static_cast<int>(fd), F_SETFL, O_ASYNC | O_NONBLOCK) == 0 &&
+                                    fcntl(static_cast<int>(fd), F_SETSIG, sample_signal()) == 0 &&
+                                    fcntl(static_cast<int>(fd), F_SETOWN_EX, &owner) == 0))) {
       t->perf_fd = static_cast<int>(fd);
       t->page = static_cast<perf_event_mmap_page*>(m);
       t->mmap_len = len;
@@ -383,9 +396,74 @@ SamplerKind sampler_start(ThreadState* t, std::string* why) {
 void sampler_stop(ThreadState* t) {
   if (t->perf_fd >= 0) {
     ioctl(t->perf_fd, PERF_EVENT_IOC_DISABLE, 0);
+    // Sampling-only: the profiler thread takes the last records, then
+    // releases the ring (sampler_forget) before recycling the state.
+    if (g_settings.signal_free) return;
     process_samples(t, nullptr);
   }
   sampler_forget(t);
+}
+
+void take_records(ThreadState* t, std::vector<char>* out) {
+  perf_event_mmap_page* page = t->page;
+  if (!page) return;
+  RecordReader r{reinterpret_cast<const char*>(page) + page->data_offset, page->data_size};
+  uint64_t head = __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE);
+  uint64_t tail = page->data_tail;
+  if (head > tail) {
+    size_t at = out->size();
+    out->resize(at + (head - tail));
+    r.copy(tail, out->data() + at, head - tail);
+  }
+  __atomic_store_n(&page->data_tail, head, __ATOMIC_RELEASE);
+}
+
+void parse_records(const char* data, size_t len, SwitchState* sw, uint64_t period_ns, uint64_t* lost,
+                   uint64_t* skipped, const std::function<void(Sample&)>& fn) {
+  RecordReader r{data, UINT64_MAX};
+  Sample smp;
+  StackCopy copy;
+  static thread_local uint8_t stack_buf[kSampleStackBytes];
+  for (uint64_t at = 0; at + sizeof(perf_event_header) <= len;) {
+    perf_event_header hdr;
+    r.copy(at, &hdr, sizeof hdr);
+    if (hdr.size < sizeof hdr || at + hdr.size > len) {
+      (*skipped)++;
+      break;
+    }
+    const uint64_t body = at + sizeof hdr, blen = hdr.size - sizeof hdr;
+    if (hdr.type == PERF_RECORD_SAMPLE) {
+      if (!parse_sample(r, body, blen, &smp, &copy, stack_buf)) {
+        (*skipped)++;
+      } else {
+        if (copy.size) {
+          bool truncated = false;
+          uint32_t n = static_cast<uint32_t>(unwind_copy(copy, smp.pcs, kMaxFrames, &truncated));
+          // The copy reaches only so far up the stack: the kernel's
+          // frame-pointer chain may go further, but its first frames cannot
+          // be trusted where code has no frame pointers. Keep the unwound ones.
+          if (n > 1 || smp.n <= 1) {
+            smp.n = n;
+            smp.flags = truncated ? uint32_t{kSampleTruncated} : 0u;
+          }
+        }
+        smp.weight_ns = period_ns;
+        smp.wait_ns = sw->take_preempted();
+        fn(smp);
+      }
+    } else if (hdr.type == PERF_RECORD_SWITCH && blen >= 8) {
+      sw->on_switch(hdr.misc, r.word(body));
+    } else if (hdr.type == PERF_RECORD_LOST && blen >= 16) {
+      *lost += r.word(body + 8);
+    }
+    at += hdr.size;
+  }
+}
+
+uint64_t rerandomize_period(ThreadState* t) {
+  uint64_t next = random_period(t);
+  if (t->perf_fd >= 0 && ioctl(t->perf_fd, PERF_EVENT_IOC_PERIOD, &next) == 0) t->period_ns = next;
+  return t->period_ns;
 }
 
 void sampler_forget(ThreadState* t) {

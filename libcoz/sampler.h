@@ -11,7 +11,9 @@
 #include <csignal>
 #include <cstring>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "thread_state.h"
 
@@ -42,6 +44,10 @@ int sample_signal();
 struct SamplerSettings {
   uint64_t period_ns = 1000000;
   uint32_t batch = 1;  // samples per notification: every sample, so delays reach other threads within ~1 period
+  // Sampling-only mode: no signal at all; each record carries the user
+  // registers and the top of the stack, and the profiler thread takes the
+  // records and unwinds them (take_records, parse_records).
+  bool signal_free = false;
 };
 void sampler_configure(const SamplerSettings& s);
 
@@ -69,6 +75,18 @@ void process_timer_sample(ThreadState* t, void* ucontext, int overrun);
 // A sampling period drawn uniformly from [mean/2, 3 mean/2) with the
 // generator state *state (xorshift64*). Safe in signal context.
 uint64_t draw_period(uint64_t* state, uint64_t mean);
+
+// Sampling-only mode, in the profiler thread. Appends the thread's pending
+// perf records, whole, to *out, and frees their room in the ring.
+void take_records(ThreadState* t, std::vector<char>* out);
+// Parses records taken by take_records: calls fn(Sample&) for each sample,
+// unwound from its stack copy, weighing `period_ns`, with the preempted time
+// the switch records in *sw tell. Counts lost and unreadable records.
+void parse_records(const char* data, size_t len, SwitchState* sw, uint64_t period_ns, uint64_t* lost,
+                   uint64_t* skipped, const std::function<void(Sample&)>& fn);
+// A new random period for the thread, from the profiler thread (the
+// sampling-only mode's DCPI-style randomization). Returns the period set.
+uint64_t rerandomize_period(ThreadState* t);
 
 // Whether any thread fell back to the timer sampler (for the startup record).
 bool sampler_uses_timer();

@@ -185,7 +185,7 @@ struct ThreadState {
 
 // Process-wide state read in signal context.
 struct Shared {
-  std::atomic<bool> sampling{false};               // runtime active in this process
+  std::atomic<bool> sampling{false};               // delay hooks active in this process (not in sampling-only mode)
   // Addresses a sample can be attributed to: code with a source line in the
   // binary and source scopes (objects whose line table is not read yet: all
   // their code). A sample's first frame in it is its "first in-scope frame",

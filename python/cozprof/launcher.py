@@ -43,6 +43,9 @@ def add_arguments(p):
                    help="only ever use a speedup of N percent (0-100)")
     p.add_argument("--end-to-end", action="store_true",
                    help="one experiment per run, measured from start to exit")
+    p.add_argument("--sampling-only", action="store_true",
+                   help="record the conventional profile only (stacks, threads, counters): no "
+                        "experiments, no delays, no signal per sample; for long or production runs")
     p.add_argument("--sample-period", default="1ms", metavar="TIME",
                    help="CPU time between samples (ns/us/ms/s suffix; bare number = ms; "
                         "default 1ms)")
@@ -103,6 +106,13 @@ def parse_time(text, default_unit, what):
 
 def validate(args):
     """Check option values and add the derived fields; raises CozError."""
+    experiment_options = [name for name, given in (("--fixed-line", args.fixed_line is not None),
+                                                   ("--fixed-speedup", args.fixed_speedup is not None),
+                                                   ("--end-to-end", args.end_to_end)) if given]
+    if args.sampling_only and experiment_options:
+        raise CozError(f"--sampling-only runs no experiments: it cannot go with {', '.join(experiment_options)}",
+                       hint="drop --sampling-only for a causal profile, or the experiment options for a "
+                            "conventional one")
     args.binary_scope = args.binary_scope or ["MAIN"]
     args.source_scope = args.source_scope or ["%"]
     args.progress = args.progress or []
@@ -151,6 +161,8 @@ def build_env(args, library, base_env=None, launcher_pid=None):
         env["COZ_FIXED_SPEEDUP"] = str(args.fixed_speedup_pct)
     if args.end_to_end:
         env["COZ_END_TO_END"] = "1"
+    if args.sampling_only:
+        env["COZ_SAMPLING_ONLY"] = "1"
     env["COZ_SAMPLE_PERIOD"] = str(args.sample_period_ns)
     env["COZ_EXPERIMENT_LENGTH"] = str(args.experiment_length_ns)
     env["COZ_VERBOSE"] = "1" if args.verbose else "0"

@@ -377,3 +377,12 @@ def test_version_imports_no_subcommand():
     r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=PYTHON_PATH),
                        capture_output=True, text=True, timeout=30)
     assert r.stdout.splitlines()[-1] == "['cozprof.cli', 'cozprof.errors']"
+
+
+def test_sampling_only_is_passed_to_the_runtime_and_refuses_experiment_options():
+    env = launcher.build_env(parse("--sampling-only", "---", "prog"), "/l.so", base_env={}, launcher_pid=1)
+    assert env["COZ_SAMPLING_ONLY"] == "1"
+    assert "COZ_SAMPLING_ONLY" not in launcher.build_env(parse("---", "prog"), "/l.so", base_env={}, launcher_pid=1)
+    for extra in (["--fixed-line", "a.c:3"], ["--end-to-end"], ["--fixed-speedup", "20"]):
+        with pytest.raises(CozError, match="--sampling-only runs no experiments"):
+            parse("--sampling-only", *extra, "---", "prog")

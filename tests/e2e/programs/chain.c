@@ -3,7 +3,7 @@
  * progress point. Runs for SECONDS of wall time, whatever the machine's
  * speed. Known answer, from the run's own samples: speeding up CALL_A by x
  * speeds the program up by x times CALL_A's share of the round's samples.
- * Usage: chain SECONDS [A B] */
+ * Prints its CPU time.  Usage: chain SECONDS [A B] */
 #include <coz.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
     rounds++;
     COZ_PROGRESS_NAMED("round");
   }
-  printf("chain %lu\n", x % 1000);
+  struct timespec cpu;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+  printf("chain %lu cpu_ms=%ld\n", x % 1000, (long)(cpu.tv_sec * 1000 + cpu.tv_nsec / 1000000));
   return 0;
 }
