@@ -1,0 +1,178 @@
+"""The conventional profile of a real run, end to end: a program that measures
+its own split (tests/e2e/programs/conv_split.c) runs under
+`coz run --sampling-only`, and
+`coz report --top/--list/--stat` and `coz export` (read back by pprof, inferno
+and speedscope's schema) must agree with what it measured."""
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import PROGRAMS, REPO, build_program, coz_run
+
+sys.path.insert(0, os.path.join(REPO, "tests", "python"))
+import exttools  # noqa: E402
+
+from cozprof import conventional as conv, profile  # noqa: E402
+
+SOURCE = os.path.join(PROGRAMS, "conv_split.c")
+LEAVES = ("conv_alpha_7919", "conv_kernel_7933", "conv_gamma_7949")
+
+
+def marker_line(text):
+    with open(SOURCE) as f:
+        for n, line in enumerate(f, 1):
+            if f"/* {text} */" in line:
+                return n
+    raise AssertionError(text)
+
+
+def coz(*argv, check=True):
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    r = subprocess.run([sys.executable, "-m", "cozprof", *argv], capture_output=True, text=True,
+                       env=env, timeout=120)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, libcoz):
+    d = tmp_path_factory.mktemp("conv")
+    exe = build_program("conv_split", d, flags=("-g", "-O2"))
+    out = d / "conv.coz"
+    r = coz_run(["-o", str(out), "--sampling-only"], [exe, "2"])
+    assert r.returncode == 0, r.stderr.decode()
+    measured = json.loads(r.stdout.decode().strip().splitlines()[-1])
+    prof = profile.load([str(out)])
+    assert prof.runs[0].mode == "sampling-only"
+    assert conv.has_stacks(prof), "the runtime wrote no stacks"
+    return {"dir": d, "exe": exe, "profile": str(out), "measured": measured, "loaded": prof}
+
+
+def test_top_shares_match_the_programs_own_split(run):
+    m = run["measured"]
+    data = json.loads(coz("report", "--top", "--json", "-", run["profile"]).stdout)
+    rows = {r["name"]: r for r in data["rows"]}
+    for name in LEAVES + ("conv_beta_7927", "main", "conv_worker_7937"):
+        assert name in rows, sorted(rows)
+    # The inlined kernel is a frame of its own: it holds beta's samples as flat,
+    # beta (its caller) holds them as cum.
+    k, b = rows["conv_kernel_7933"], rows["conv_beta_7927"]
+    assert b["cum"] >= k["flat"] > 0
+    assert b["flat"] <= 0.1 * b["cum"]
+    # Shares of the three leaves among themselves, against the CPU time each
+    # measured of itself. The bound is the sampling error of this run's own
+    # sample count (4 standard deviations) plus two points for timing edges.
+    coz_ns = {"a": rows["conv_alpha_7919"]["flat_ns"], "b": b["cum_ns"],
+              "g": rows["conv_gamma_7949"]["flat_ns"]}
+    own_ns = {"a": m["alpha_ns"], "b": m["beta_ns"], "g": m["gamma_ns"]}
+    n = rows["conv_alpha_7919"]["flat"] + b["cum"] + rows["conv_gamma_7949"]["flat"]
+    assert n >= 200, f"too few samples ({n}) to compare shares"
+    for key in coz_ns:
+        p = own_ns[key] / sum(own_ns.values())
+        got = coz_ns[key] / sum(coz_ns.values())
+        bound = 4 * math.sqrt(p * (1 - p) / n) + 0.02
+        assert abs(got - p) <= bound, (key, got, p, bound, coz_ns, own_ns)
+    # Time: the samples' time is the CPU time the program measured, within the same error.
+    total_own = sum(own_ns.values())
+    assert abs(sum(coz_ns.values()) / total_own - 1) <= 4 / math.sqrt(n) + 0.05
+
+
+def test_top_by_line_names_the_marked_lines(run):
+    data = json.loads(coz("report", "--top", "--by", "line", "--json", "-", run["profile"]).stdout)
+    lines = {(r["file"], r["line"]): r for r in data["rows"] if r["file"]}
+    src = [f for f, _ in lines if f.endswith("conv_split.c")][0]
+    for marker, fn in (("ALPHA", "conv_alpha_7919"), ("KERNEL", "conv_kernel_7933"),
+                       ("GAMMA", "conv_gamma_7949")):
+        row = lines.get((src, marker_line(marker)))
+        # The loop's line or its neighbour (the compiler spreads a loop over its lines).
+        near = [r for (f, ln), r in lines.items() if f == src and abs(ln - marker_line(marker)) <= 2]
+        assert row is not None or near, (marker, sorted(lines))
+        assert all(r["function"] == fn for r in near if r["flat"]), near
+    # BETA calls the inlined kernel: its line is cum in beta.
+    beta = [r for (f, ln), r in lines.items() if f == src and ln == marker_line("BETA")]
+    assert beta and beta[0]["cum"] > 0 and beta[0]["function"] in ("conv_beta_7927", "conv_kernel_7933")
+
+
+def test_list_shows_the_source_with_counts(run):
+    out = coz("report", "--list", "conv_kernel_7933", "--value", "samples", run["profile"]).stdout
+    assert f"ROUTINE ======================== conv_kernel_7933 in {SOURCE}" in out
+    rows = [ln for ln in out.splitlines() if "/* KERNEL */" in ln]
+    assert rows, out
+    flat = rows[0].split()[0]
+    assert flat != "." and int(flat) > 0
+    out = coz("report", "--list", "^conv_beta_7927$", run["profile"]).stdout
+    row = next(ln for ln in out.splitlines() if "/* BETA */" in ln)
+    assert row.split()[1] != "."       # cum: the inlined kernel's samples are beta's, at this line
+
+
+def test_stat_of_a_real_run(run):
+    out = coz("report", "--stat", run["profile"]).stdout
+    c = run["loaded"].runs[0].counters
+    assert f"{c['task_clock_ns'] / 1e6:,.2f} msec  task-clock" in out
+    assert f"{c['task_clock_ns'] / c['wall_ns']:.3f} CPUs utilized" in out
+    if c["hardware"]:
+        assert "instructions" in out or "cycles" in out
+    else:
+        assert f"hardware counters (cycles, instructions, ...): {c['hardware_unavailable']}" in out
+    # The run's CPU time covers what the program measured in its own threads.
+    m = run["measured"]
+    assert c["task_clock_ns"] >= 0.9 * (m["alpha_ns"] + m["beta_ns"] + m["gamma_ns"])
+
+
+def _pprof_rows(pprof, path, *extra):
+    out = subprocess.run([pprof, "-top", "-nodecount=10000", *extra, str(path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = {}
+    for ln in out.stdout.splitlines():
+        parts = ln.split()
+        if len(parts) >= 6 and parts[1].endswith("%") and parts[4].endswith("%"):
+            rows[re.sub(r" \((partial-)?inline\)$", "", " ".join(parts[5:]))] = (parts[0], parts[3])
+    return out.stdout, rows
+
+
+def test_pprof_reads_a_real_profile(run):
+    pprof = exttools.tool("pprof", "go")
+    pb = run["dir"] / "conv.pb.gz"
+    coz("export", run["profile"], "--pprof", str(pb))
+    text, rows = _pprof_rows(pprof, pb, "-sample_index=samples")
+    build_id = run["loaded"].runs[0].startup["build_id"]
+    readelf = subprocess.run(["readelf", "-n", run["exe"]], capture_output=True, text=True).stdout
+    assert build_id and build_id in readelf
+    assert f"Build ID: {build_id}" in text
+    t = conv.aggregate(run["loaded"])
+    for name in LEAVES + ("conv_beta_7927", "conv_worker_7937", "main"):
+        r = next(r for r in t.rows.values() if r.name == name)
+        assert rows[name] == (str(r.flat), str(r.cum)), name
+    raw = subprocess.run([pprof, "-raw", str(pb)], capture_output=True, text=True, timeout=120).stdout
+    assert "group:[conv_worker_7937]" in raw and "group:[main]" in raw and "kind:[cpu]" in raw
+    tid = next(s.tid for s in run["loaded"].runs[0].stacks.values() if s.group == "conv_worker_7937")
+    assert f"tid:[{tid}]" in raw
+
+
+def test_folded_and_speedscope_of_a_real_profile(run):
+    inferno = exttools.tool("inferno-flamegraph", "cargo")
+    folded = run["dir"] / "conv.folded"
+    coz("export", run["profile"], "--folded", str(folded))
+    svg = subprocess.run([inferno, str(folded)], capture_output=True, text=True, timeout=120)
+    assert svg.returncode == 0 and svg.stderr.strip() == "", svg.stderr
+    t = conv.aggregate(run["loaded"])
+    alpha = next(r for r in t.rows.values() if r.name == "conv_alpha_7919")
+    titles = re.findall(r"<title>conv_alpha_7919 \(([0-9,]+) samples", svg.stdout)
+    assert sum(int(x.replace(",", "")) for x in titles) == alpha.cum
+    validator = exttools.schema_validator()
+    ss = run["dir"] / "conv.speedscope.json"
+    coz("export", run["profile"], "--speedscope", str(ss), "--kind", "all")
+    data = json.loads(ss.read_text())
+    assert list(validator.iter_errors(data)) == []
+    groups = {re.search(r"group (\S+)\)", p["name"]).group(1) for p in data["profiles"]}
+    assert {"main", "conv_worker_7937"} <= groups
+    total = sum(sum(p["weights"]) for p in data["profiles"])
+    assert total == conv.aggregate(run["loaded"], kinds=conv.parse_kinds("all")).total_ns
