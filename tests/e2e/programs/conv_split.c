@@ -1,4 +1,4 @@
-/* Known split for the conventional profile (tests/e2e/test_conventional.py).
+/* Known split for the conventional profile (tests/e2e/test_conventional_profile.py).
  *
  * The main thread calls conv_alpha_7919() and conv_beta_7927() in turns; beta's
  * work is an always-inlined kernel, conv_kernel_7933(), so that it shows as an
