@@ -10,6 +10,7 @@ The reasoning behind every threshold and rule is in docs/locks.md; the
 method is SyncPerf's (Alam et al., EuroSys 2017), section 2.
 """
 
+import heapq
 import math
 import re
 
@@ -88,11 +89,17 @@ def _describe_run(run):
 # -- figures -----------------------------------------------------------------
 
 def _nonneg(v):
-    return v if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else 0
+    return v if (type(v) is int or type(v) is float) and v > 0 else 0
 
 
 def _counters(rec):
-    return {k: _nonneg(rec.get(k, 0)) for k in _COUNTERS}
+    """The six counters of a record (a lock, a folded entry, a site); anything
+    but a positive number counts as 0."""
+    out = {}
+    for k in _COUNTERS:
+        v = rec.get(k, 0)
+        out[k] = v if (type(v) is int or type(v) is float) and v > 0 else 0
+    return out
 
 
 def _add(into, c):
@@ -152,7 +159,7 @@ class _Family:
     def __init__(self, kind, site):
         self.kind = kind
         self.site = site
-        self.members = []          # lock records
+        self.members = []          # (lock record, its counters)
         self.folded = []           # folded records
         self.objects = 0
         self.total = dict.fromkeys(_COUNTERS, 0)
@@ -167,7 +174,7 @@ class _Family:
             self.folded.append(rec)
             self.objects += _nonneg(rec.get("objects", 0))
         else:
-            self.members.append(rec)
+            self.members.append((rec, c))
             self.objects += 1
         threads = rec.get("threads")
         if isinstance(threads, int) and threads >= 0:
@@ -216,8 +223,8 @@ def _families(locks_rec):
     return list(fams.values())
 
 
-def _member_summary(rec, elapsed_ns, th):
-    fig = figures(_counters(rec), elapsed_ns)
+def _member_summary(rec, c, elapsed_ns, th):
+    fig = figures(c, elapsed_ns)
     return {"id": rec.get("id"), "address": rec.get("address"),
             "acquisitions": fig["acquisitions"], "contended": fig["contended"],
             "contention": fig["contention"], "frequency": fig["frequency"],
@@ -237,10 +244,10 @@ def asymmetry(members, elapsed_ns, th):
     intervals (99.9%): the hottest object (highest lower bound) against the
     coolest (lowest upper bound), among objects with at least
     ASYMMETRY_MIN_ACQUISITIONS acquisitions. Reported only when the hottest is
-    itself a contended lock worth reporting. Returns None or the figures."""
+    itself a contended lock worth reporting. `members`: [(lock record, its
+    counters)]. Returns None or the figures."""
     compared = []
-    for rec in members:
-        c = _counters(rec)
+    for rec, c in members:
         if c["acquisitions"] >= ASYMMETRY_MIN_ACQUISITIONS:
             lo, hi = wilson(c["contended"], c["acquisitions"])
             compared.append((rec, c, lo, hi))
@@ -679,10 +686,10 @@ def analyze_locks(profile, pid=None, th=None, causal=None, causal_note=None, rea
         fig = figures(fam.total, elapsed_ns)
         entry = {
             "key": f"{fam.kind}@{fam.site}" if fam.site else
-                   f"{fam.kind}#{fam.members[0].get('id') if fam.members else '?'}",
+                   f"{fam.kind}#{fam.members[0][0].get('id') if fam.members else '?'}",
             "kind": fam.kind, "site": fam.site, "objects": fam.objects,
             "folded_objects": sum(_nonneg(r.get("objects", 0)) for r in fam.folded),
-            "address": fam.members[0].get("address") if fam.objects == 1 and fam.members else None,
+            "address": fam.members[0][0].get("address") if fam.objects == 1 and fam.members else None,
             "figures": fig, "threads": fam.threads, "single_thread": fam.single_thread and fam.objects > 0,
             "quadrant": quadrant(fig, th), "asymmetry": None, "members_by_quadrant": {},
             "top_members": [], "sites": [], "category": None, "reason": None, "suggestion": None,
@@ -690,13 +697,19 @@ def analyze_locks(profile, pid=None, th=None, causal=None, causal_note=None, rea
         }
         if fam.kind not in LOCK_KINDS:
             entry["quadrant"] = None
-        members = [_member_summary(r, elapsed_ns, th) for r in fam.members]
-        if len(members) > 1:
-            for m in members:
-                entry["members_by_quadrant"][m["quadrant"]] = \
-                    entry["members_by_quadrant"].get(m["quadrant"], 0) + 1
-            entry["top_members"] = sorted(members, key=lambda m: (-m["contended"], -m["acquisitions"],
-                                                                  str(m["id"])))[:TOP_MEMBERS]
+        if len(fam.members) > 1:
+            # Up to a million objects: count quadrants, and keep a summary of the top few only.
+            by_q = entry["members_by_quadrant"]
+            elapsed_s = elapsed_ns / 1e9
+            for _rec, c in fam.members:
+                acq = c["acquisitions"]
+                q = quadrant({"frequency": acq / elapsed_s if elapsed_s > 0 else 0.0,
+                              "contention": c["contended"] / acq if acq else 0.0}, th)
+                by_q[q] = by_q.get(q, 0) + 1
+            top = heapq.nsmallest(TOP_MEMBERS, fam.members,
+                                  key=lambda m: (-m[1]["contended"], -m[1]["acquisitions"],
+                                                 str(m[0].get("id"))))
+            entry["top_members"] = [_member_summary(r, c, elapsed_ns, th) for r, c in top]
             if fam.kind in LOCK_KINDS:
                 entry["asymmetry"] = asymmetry(fam.members, elapsed_ns, th)
         entry["sites"] = [dict({"site": s}, **{k: v for k, v in c.items() if k != "held"})

@@ -285,16 +285,14 @@ def test_even_buckets_are_not_asymmetric(tmp_path):
 
 def test_asymmetry_needs_enough_acquisitions_and_a_contended_hot_object():
     th = locks.thresholds()
-    few = [lock_rec(1, {"acquisitions": 10, "contended": 9, "wait_ns": 1, "hold_ns": 1}),
-           lock_rec(2, {"acquisitions": 10, "contended": 0, "wait_ns": 0, "hold_ns": 1})]
-    assert locks.asymmetry(few, E9, th) is None
+    def objs(*pairs):
+        recs = [lock_rec(i, {"acquisitions": a, "contended": c, "wait_ns": c, "hold_ns": a})
+                for i, (a, c) in enumerate(pairs, 1)]
+        return [(r, locks._counters(r)) for r in recs]
+    assert locks.asymmetry(objs((10, 9), (10, 0)), E9, th) is None
     # Rates 4% vs 0.1%: 40x apart, but the hottest is not contended (< 10%).
-    cool = [lock_rec(1, {"acquisitions": 100000, "contended": 4000, "wait_ns": 1, "hold_ns": 1}),
-            lock_rec(2, {"acquisitions": 100000, "contended": 100, "wait_ns": 0, "hold_ns": 1})]
-    assert locks.asymmetry(cool, E9, th) is None
-    hot = [lock_rec(1, {"acquisitions": 100000, "contended": 40000, "wait_ns": 1, "hold_ns": 1}),
-           lock_rec(2, {"acquisitions": 100000, "contended": 100, "wait_ns": 0, "hold_ns": 1})]
-    assert locks.asymmetry(hot, E9, th)["ratio"] > 2
+    assert locks.asymmetry(objs((100000, 4000), (100000, 100)), E9, th) is None
+    assert locks.asymmetry(objs((100000, 40000), (100000, 100)), E9, th)["ratio"] > 2
 
 
 def test_many_rare_locks_of_one_site_are_reported_together(tmp_path):
