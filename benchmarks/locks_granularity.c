@@ -58,10 +58,10 @@ int main(int argc, char **argv) {
   bench_check_args(argc, argv, names);
   int quick = bench_short(argc, argv);
   long threads = bench_arg(argc, argv, "threads", 2);
-  ops = bench_arg(argc, argv, "ops", quick ? 100000 : 2000000);
+  ops = bench_arg(argc, argv, "ops", quick ? 10000 : 100000);
   nstripes = bench_arg(argc, argv, "stripes", 1);
-  inside = bench_arg(argc, argv, "inside", 60);
-  outside = bench_arg(argc, argv, "outside", 60);
+  inside = bench_arg(argc, argv, "inside", 2000);
+  outside = bench_arg(argc, argv, "outside", 2000);
   if (threads < 1 || threads > MAX_THREADS || nstripes < 1 || nstripes > MAX_STRIPES) {
     fprintf(stderr, "locks_granularity: threads must be 1..%d and stripes 1..%d\n", MAX_THREADS,
             MAX_STRIPES);

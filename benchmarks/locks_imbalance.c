@@ -74,7 +74,7 @@ static double thread_cpu_us(void) {
 #define COMPUTE(x, us)                                                    \
   do {                                                                    \
     double until_ = thread_cpu_us() + (us);                               \
-    while (thread_cpu_us() < until_) BENCH_SPIN(x, 500);                  \
+    while (thread_cpu_us() < until_) BENCH_SPIN(x, 5000);                 \
   } while (0)
 
 static void device_wait(double us) {
