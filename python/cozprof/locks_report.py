@@ -42,8 +42,8 @@ def add_arguments(p):
                    help="report on the run of this process (default: the last --locks-only run, "
                         "else the last run with counters)")
     p.add_argument("--all-runs", action="store_true",
-                   help="join with the causal analysis of every run, not only those of the "
-                        "latest build")
+                   help="use every run of each profile, not only those of its latest build "
+                        "(program and build-id)")
 
 
 def _percent(text, what):
@@ -111,9 +111,7 @@ def build_report(paths, th, pid=None, all_runs=False):
     prof = profile_mod.load(paths)
     selected = prof if all_runs else prof.latest_builds()
     causal, note = causal_analysis(selected)
-    # The counters may come from a run of an older build the causal analysis left
-    # out: choose among every run, and say so.
-    result = locks.analyze_locks(prof, pid=pid, th=th, causal=causal, causal_note=note)
+    result = locks.analyze_locks(selected, pid=pid, th=th, causal=causal, causal_note=note)
     if selected.build_note:
         result["warnings"].insert(0, selected.build_note)
     return result

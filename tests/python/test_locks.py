@@ -580,6 +580,19 @@ def test_the_last_locks_only_run_is_chosen_and_pid_picks_another(tmp_path):
         analyse(path, pid=9)
 
 
+def test_cli_reports_on_the_latest_build_unless_all_runs(tmp_path, capsys):
+    path = write_profile(tmp_path / "p.coz", runs=[
+        dict(lock_recs=[simple_lock("/src/v1.c:1")], startup={"pid": 1, "build_id": "v1"}),
+        dict(lock_recs=[simple_lock("/src/v2.c:1")], startup={"pid": 2, "build_id": "v2"})])
+    assert cli.main(["locks", "--json", "-", path]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["run"]["pid"] == 2 and data["other_runs"] == []
+    assert data["warnings"][0].startswith("only the latest build of each profile is analysed")
+    assert cli.main(["locks", "--all-runs", "--json", "-", path]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["run"]["pid"] == 2 and [o["pid"] for o in data["other_runs"]] == [1]
+
+
 def test_cli_table(tmp_path, capsys):
     rng = random.Random(11)
     recs = buckets(rng, [1] * 15 + [241], 20000, 2, 400, 400)
