@@ -14,6 +14,7 @@ namespace coz {
 namespace {
 
 std::atomic<PauseFn> g_pause{real_pause};
+std::atomic<ClockFn> g_clock{now_mono};
 
 // Raises the global delay to at least `value`.
 void raise_global(uint64_t value) {
@@ -74,18 +75,35 @@ void catch_up(ThreadState* t) {
   if (to_sleep) {
     uint64_t slept = g_pause.load(std::memory_order_relaxed)(to_sleep);
     if (slept > to_sleep) t->excess_ns += slept - to_sleep;
+    t->paused_ns.fetch_add(slept, std::memory_order_relaxed);
   }
 }
 
+uint64_t wait_clock() { return g_clock.load(std::memory_order_relaxed)(); }
+void set_clock_fn(ClockFn fn) { g_clock.store(fn ? fn : now_mono); }
+
 void pre_block(ThreadState* t) {
+  // A wait inside a wait (a signal handler that sleeps during a read) is
+  // part of the outer one: only the outer one is settled.
+  if (t->wait_depth++) return;
+  t->wait_start_ns = wait_clock();
   sync_epoch(t);
   t->pre_block_global = shared().global_delay.load(std::memory_order_relaxed);
   t->blocked = true;
 }
 
+bool leave_wait(ThreadState* t) { return t->wait_depth == 0 || --t->wait_depth == 0; }
+
 void post_block(ThreadState* t, bool woken_by_program_thread) {
+  if (!leave_wait(t)) return;
   // Hold off the sample handler meanwhile: it would pay from the same counts.
   if (t->busy.exchange(1, std::memory_order_acquire)) return;
+  credit_wait(t, woken_by_program_thread);
+  catch_up(t);
+  t->busy.store(0, std::memory_order_release);
+}
+
+void credit_wait(ThreadState* t, bool woken_by_program_thread) {
   t->blocked = false;
   uint64_t before_epoch = t->epoch;
   sync_epoch(t);
@@ -100,8 +118,6 @@ void post_block(ThreadState* t, bool woken_by_program_thread) {
                                               : shared().epoch_start_global.load(std::memory_order_relaxed);
     if (global > since) t->local_delay += global - since;
   }
-  catch_up(t);
-  t->busy.store(0, std::memory_order_release);
 }
 
 void inherit_delay(ThreadState* child, const ThreadState* parent) {

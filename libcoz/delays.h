@@ -25,6 +25,11 @@ using PauseFn = uint64_t (*)(uint64_t ns);
 uint64_t real_pause(uint64_t ns);  // nanosleep + CLOCK_MONOTONIC; safe in signal context
 void set_pause_fn(PauseFn fn);
 
+// The clock of waits (CLOCK_MONOTONIC; replaced in tests).
+using ClockFn = uint64_t (*)();
+uint64_t wait_clock();
+void set_clock_fn(ClockFn fn);
+
 // Brings the thread's counts into the current experiment: a new experiment
 // forgives the debts of the previous one, and every thread owes the delays
 // inserted since the experiment began.
@@ -38,9 +43,13 @@ void add_hits(ThreadState* t, uint64_t weight_ns);
 // The caller holds t->busy (process_samples does), or is a test.
 void catch_up(ThreadState* t);
 
-// Around a blocking call. post_block takes t->busy itself.
+// Around a blocking call. post_block takes t->busy itself: it credits the
+// wait (credit_wait, which needs t->busy held) and pays what is owed.
 void pre_block(ThreadState* t);
 void post_block(ThreadState* t, bool woken_by_program_thread);
+void credit_wait(ThreadState* t, bool woken_by_program_thread);
+// False while leaving a wait nested in another (only the outer one settles).
+bool leave_wait(ThreadState* t);
 
 // A new thread starts level with its creator.
 void inherit_delay(ThreadState* child, const ThreadState* parent);

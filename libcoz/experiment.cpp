@@ -26,7 +26,7 @@ namespace {
 
 constexpr uint64_t kSliceNs = 10000000;    // 10 ms: how often samples are drained
 constexpr uint64_t kCoolOffNs = 10000000;  // 10 ms of paying debts between experiments
-constexpr uint32_t kDrainsPerPeriod = 10;   // sampling-only: a new random period every ~100 ms
+constexpr uint32_t kDrainsPerPeriod = 20;   // sampling-only: a new random period every ~100 ms
 
 // Waits while *word == expected, for at most ns. Safe to pair with a
 // futex wake from a signal handler.
@@ -179,7 +179,13 @@ void Profiler::drain() {
         rerandomize_period(t);
       }
     }
-    if (t->tid) note_thread(t);
+    if (t->tid) {
+      note_thread(t);
+      ThreadInfo& info = threads_[t->tid];
+      for (int k = 0; k < kWaitKinds; k++) info.waits[k] = t->wait_total_ns[k].load(std::memory_order_relaxed);
+      info.paused_ns = t->paused_ns.load(std::memory_order_relaxed);
+      if (!config_.sampling_only) info.voluntary_ns = __atomic_load_n(&t->switches.voluntary_ns, __ATOMIC_RELAXED);
+    }
     // Statistics, before an exited thread's state is recycled.
     auto take = [](std::atomic<uint64_t>& counter, uint64_t* reported, uint64_t* total) {
       uint64_t v = counter.load(std::memory_order_relaxed);
@@ -211,11 +217,17 @@ void Profiler::drain() {
                   });
     total_lost_ += lost;
     total_skipped_ += skipped;
+    info.voluntary_ns = info.switches.voluntary_ns;
   }
   for (Pending& p : pending_) {
     const Sample& smp = p.smp;
     if (smp.flags & kSampleTruncated) truncated_++;
     ThreadInfo& info = threads_[p.tid];
+    if (uint32_t kind = sample_kind(smp.flags)) {
+      account_blocked(p.tid, kind, smp);
+      continue;
+    }
+    info.last_cpu = &p.smp;
     info.record.cpu_ns += smp.weight_ns;
     stacks_.add(p.tid, StackKind::kCpu, smp.pcs, smp.n, smp.weight_ns);
     if (smp.wait_ns) {
@@ -241,6 +253,7 @@ void Profiler::drain() {
     if (!(smp.flags & kSampleDelaying)) recent_.add(l);
     recent_all_.add(l);
   }
+  account_other_waits(period);
   for (pid_t tid : ended_) {
     auto it = threads_.find(tid);
     if (it == threads_.end()) continue;
@@ -300,6 +313,8 @@ void Profiler::run_one_experiment(const Line* line, const std::vector<AddrRange>
   ProgressTotals before = progress().totals();
   s.speedup_pct.store(static_cast<uint32_t>(speedup));
   s.selected_samples.store(0);
+  s.selected_blocked_ns.store(0);
+  s.experiment_start_ns.store(now_mono());
   uint64_t g0 = s.global_delay.load();
   s.epoch_start_global.store(g0, std::memory_order_relaxed);
   s.epoch.fetch_add(1, std::memory_order_acq_rel);
@@ -328,6 +343,7 @@ void Profiler::run_one_experiment(const Line* line, const std::vector<AddrRange>
   r.delay_ns = g1 - g0;
   r.duration_ns = r.wall_ns > r.delay_ns ? r.wall_ns - r.delay_ns : 0;
   r.selected_samples = s.selected_samples.load();
+  r.selected_blocked_ns = s.selected_blocked_ns.load();
   r.partial = stopping();
   r.progress = ProgressRegistry::deltas(before, after);
   if (end_to_end) {
@@ -348,13 +364,70 @@ void Profiler::run_one_experiment(const Line* line, const std::vector<AddrRange>
   length_ns_ = adapt_length(length_ns_, config_.experiment_length_ns, min_visits, any);
 }
 
+void Profiler::account_blocked(pid_t tid, uint32_t kind, const Sample& smp) {
+  // One blocked sample per period of waiting: `weight_ns` holds them all.
+  const uint64_t period = config_.sample_period_ns;
+  uint64_t n = period ? smp.weight_ns / period : 0;
+  if (!n) return;
+  stacks_.add(tid, static_cast<StackKind>(kind), smp.pcs, smp.n, smp.weight_ns, n);
+  const Line* l = symbolize(smp);
+  if (!l) return;
+  blocked_since_write_[kind - 1][l] += n;
+  // Line choice draws from on- and off-CPU samples in proportion to their
+  // time, for the waits experiments can speed up.
+  if (shared().blocked_scope.load(std::memory_order_relaxed) >> (kind - 1) & 1) {
+    for (uint64_t i = 0; i < n && i < RecentLines::kMaxRepeat; i++) {
+      recent_.add(l);
+      recent_all_.add(l);
+    }
+  }
+}
+
+void Profiler::account_other_waits(uint64_t period) {
+  // Off the CPU but in no wait the runtime interposes (a futex of an inline
+  // system call, a page fault): the switch records' voluntary time, less the
+  // interposed waits and the runtime's own pauses. Its blocked samples go
+  // on the stack of the thread's latest CPU sample (where it resumed).
+  for (auto& kv : threads_) {
+    ThreadInfo& info = kv.second;
+    uint64_t known = 0;
+    for (int k = 0; k < kWaitKinds; k++)
+      if (k != static_cast<int>(WaitKind::kSched) && k != static_cast<int>(WaitKind::kOther)) known += info.waits[k];
+    known += info.paused_ns;
+    uint64_t other = info.voluntary_ns > known ? info.voluntary_ns - known : 0;
+    uint64_t& shown = info.record.wait_ns[static_cast<int>(WaitKind::kOther)];
+    if (other > shown) {
+      info.other_rest_ns += other - shown;
+      shown = other;
+    }
+    for (int k = 0; k < kWaitKinds; k++)
+      if (k != static_cast<int>(WaitKind::kSched) && k != static_cast<int>(WaitKind::kOther))
+        info.record.wait_ns[k] = info.waits[k];
+    if (info.other_rest_ns >= period && info.last_cpu) {
+      uint64_t n = info.other_rest_ns / period;
+      info.other_rest_ns -= n * period;
+      stacks_.add(kv.first, StackKind::kOther, info.last_cpu->pcs, info.last_cpu->n, n * period, n);
+    }
+    info.last_cpu = nullptr;
+  }
+}
+
 void Profiler::write_periodic() {
-  std::vector<std::pair<std::string, uint64_t>> counts;
-  counts.reserve(counts_since_write_.size());
-  for (auto& c : counts_since_write_) counts.emplace_back(c.first->name(), c.second);
-  std::sort(counts.begin(), counts.end());
+  SamplesRecord rec;
+  rec.counts.reserve(counts_since_write_.size());
+  for (auto& c : counts_since_write_) rec.counts.emplace_back(c.first->name(), c.second);
+  std::sort(rec.counts.begin(), rec.counts.end());
   counts_since_write_.clear();
-  writer_->samples(counts, out_of_scope_ - out_of_scope_written_);
+  for (int k = 0; k < kWaitKinds; k++) {
+    if (blocked_since_write_[k].empty()) continue;
+    Counts c;
+    for (auto& kv : blocked_since_write_[k]) c.emplace_back(kv.first->name(), kv.second);
+    std::sort(c.begin(), c.end());
+    rec.blocked.emplace_back(stack_kind_name(static_cast<StackKind>(k + 1)), std::move(c));
+    blocked_since_write_[k].clear();
+  }
+  rec.out_of_scope = out_of_scope_ - out_of_scope_written_;
+  writer_->samples(rec);
   out_of_scope_written_ = out_of_scope_;
   uint64_t elapsed = now_mono() - start_mono_;
   uint64_t delay = shared().global_delay.load();
@@ -435,7 +508,9 @@ void Profiler::run_sampling_only() {
   // No experiments, no delays: the conventional profile only. Samples,
   // stacks and the run time are written at the stack flushes.
   while (!stopping()) {
-    wait_slice(kSliceNs);
+    // Every 5 ms: the rings hold about 27 records of 2.3 KiB, and the
+    // profiler thread waits for a CPU like any other on a busy machine.
+    wait_slice(kSliceNs / 2);
     drain();
     uint64_t elapsed = now_mono() - start_mono_;
     if (elapsed >= next_flush_ns_) write_periodic();

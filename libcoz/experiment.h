@@ -48,6 +48,7 @@ uint64_t least_visits(const std::vector<PointDelta>& progress, uint64_t experime
 // chooses lines in proportion to their recent samples.
 class RecentLines {
  public:
+  static constexpr uint64_t kMaxRepeat = 64;  // one blocked sample of many periods counts at most this often
   explicit RecentLines(size_t capacity = 512) : slots_(capacity, nullptr) {}
   void add(const Line* l) {
     slots_[next_++ % slots_.size()] = l;
@@ -136,6 +137,11 @@ class Profiler {
     uintptr_t start_fn = 0;
     uint64_t sched_rest_ns = 0;  // preempted time not yet worth a whole blocked sample
     SwitchState switches;        // sampling-only: its switch records, parsed here
+    uint64_t waits[6] = {0, 0, 0, 0, 0, 0};  // interposed waits' totals (the thread's counters)
+    uint64_t voluntary_ns = 0;   // off the CPU of its own accord (switch records)
+    uint64_t paused_ns = 0;      // the runtime's own pauses (delays)
+    uint64_t other_rest_ns = 0;  // `other` waiting time not yet worth a whole blocked sample
+    const Sample* last_cpu = nullptr;  // its latest CPU sample in this look (where waits resumed)
     bool named = false;
   };
   void note_thread(ThreadState* t);
@@ -145,6 +151,8 @@ class Profiler {
   void maybe_flush_stacks();
   void write_counters();
   void run_sampling_only();
+  void account_blocked(pid_t tid, uint32_t kind, const Sample& smp);
+  void account_other_waits(uint64_t period);
   Symbolizer symbolizer_;
   StackTable stacks_;
   std::unordered_map<pid_t, ThreadInfo> threads_;
@@ -156,6 +164,7 @@ class Profiler {
   uint64_t out_of_scope_ = 0;
   uint64_t truncated_ = 0;
   std::unordered_map<const Line*, uint64_t> counts_since_write_;
+  std::unordered_map<const Line*, uint64_t> blocked_since_write_[6];  // per wait kind
   uint64_t out_of_scope_written_ = 0;
   uint64_t samples_written_ = 0;
   const Line* fixed_ = nullptr;

@@ -6,6 +6,7 @@
 //            meanwhile when another program thread released it (pre/post block)
 //   self   - waits on its own (time, I/O): pays its debt after it wakes
 // Logic lives in runtime.cpp and delays.cpp, never here.
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
@@ -40,14 +41,17 @@ using coz::WaitKind;
 
 // Runs `call` as a blocking call of category `kind`; `woken` is an
 // expression of `rc` telling whether another program thread released this one.
-#define COZ_WAIT(kind, call, woken) \
-  ({                                \
-    hook_pre_block(kind);           \
-    auto rc = (call);               \
-    hook_post_block(kind, woken);   \
-    rc;                             \
+// `kind` and `woken` may look at `rc` (a timed wait that timed out is a sleep).
+#define COZ_WAIT(kind, call, woken)                               \
+  ({                                                              \
+    hook_pre_block();                                             \
+    auto rc = (call);                                             \
+    hook_post_block((kind), (woken), __builtin_return_address(0)); \
+    rc;                                                           \
   })
 #define COZ_BLOCK(call, woken) COZ_WAIT(WaitKind::kSync, call, woken)
+// A timed wait that ran out of time was a sleep, whatever it waited for.
+#define COZ_TIMED(kind, call, woken, timed_out) COZ_WAIT((timed_out) ? WaitKind::kSleep : (kind), call, woken)
 #define COZ_LOCK(call, woken) COZ_WAIT(WaitKind::kLock, call, woken)
 #define COZ_SLEEP(call) COZ_WAIT(WaitKind::kSleep, call, false)
 #define COZ_IO(call, woken) COZ_WAIT(WaitKind::kIo, call, woken)
@@ -199,10 +203,10 @@ COZ_EXPORT int pthread_join(pthread_t t, void** value) { return COZ_BLOCK(real_p
 COZ_EXPORT int pthread_tryjoin_np(pthread_t t, void** value) noexcept { return real_pthread_tryjoin_np()(t, value); }
 // block, bounded by a timeout.
 COZ_EXPORT int pthread_timedjoin_np(pthread_t t, void** value, const struct timespec* abstime) {
-  return COZ_BLOCK(real_pthread_timedjoin_np()(t, value, abstime), rc == 0);
+  return COZ_TIMED(WaitKind::kSync, real_pthread_timedjoin_np()(t, value, abstime), rc == 0, rc == ETIMEDOUT);
 }
 COZ_EXPORT int pthread_clockjoin_np(pthread_t t, void** value, clockid_t clock, const struct timespec* abstime) {
-  return COZ_BLOCK(real_pthread_clockjoin_np()(t, value, clock, abstime), rc == 0);
+  return COZ_TIMED(WaitKind::kSync, real_pthread_clockjoin_np()(t, value, clock, abstime), rc == 0, rc == ETIMEDOUT);
 }
 
 // ---- mutexes ----
@@ -215,10 +219,10 @@ COZ_EXPORT int pthread_mutex_lock(pthread_mutex_t* m) noexcept {
 COZ_EXPORT int pthread_mutex_trylock(pthread_mutex_t* m) noexcept { return real_pthread_mutex_trylock()(m); }
 // block, bounded by a timeout.
 COZ_EXPORT int pthread_mutex_timedlock(pthread_mutex_t* m, const struct timespec* abstime) noexcept {
-  return COZ_LOCK(real_pthread_mutex_timedlock()(m, abstime), rc == 0);
+  return COZ_TIMED(WaitKind::kLock, real_pthread_mutex_timedlock()(m, abstime), rc == 0, rc == ETIMEDOUT);
 }
 COZ_EXPORT int pthread_mutex_clocklock(pthread_mutex_t* m, clockid_t clock, const struct timespec* abstime) noexcept {
-  return COZ_LOCK(real_pthread_mutex_clocklock()(m, clock, abstime), rc == 0);
+  return COZ_TIMED(WaitKind::kLock, real_pthread_mutex_clocklock()(m, clock, abstime), rc == 0, rc == ETIMEDOUT);
 }
 // wake: a waiter may take the lock.
 COZ_EXPORT int pthread_mutex_unlock(pthread_mutex_t* m) noexcept {
@@ -235,12 +239,12 @@ COZ_EXPORT int pthread_cond_wait(pthread_cond_t* c, pthread_mutex_t* m) {
 }
 COZ_EXPORT int pthread_cond_timedwait(pthread_cond_t* c, pthread_mutex_t* m, const struct timespec* abstime) {
   hook_wake();
-  return COZ_BLOCK(real_pthread_cond_timedwait()(c, m, abstime), rc == 0);
+  return COZ_TIMED(WaitKind::kSync, real_pthread_cond_timedwait()(c, m, abstime), rc == 0, rc == ETIMEDOUT);
 }
 COZ_EXPORT int pthread_cond_clockwait(pthread_cond_t* c, pthread_mutex_t* m, clockid_t clock,
                                       const struct timespec* abstime) {
   hook_wake();
-  return COZ_BLOCK(real_pthread_cond_clockwait()(c, m, clock, abstime), rc == 0);
+  return COZ_TIMED(WaitKind::kSync, real_pthread_cond_clockwait()(c, m, clock, abstime), rc == 0, rc == ETIMEDOUT);
 }
 // wake.
 COZ_EXPORT int pthread_cond_signal(pthread_cond_t* c) noexcept {
@@ -274,16 +278,16 @@ COZ_EXPORT int pthread_rwlock_tryrdlock(pthread_rwlock_t* l) noexcept { return r
 COZ_EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t* l) noexcept { return real_pthread_rwlock_trywrlock()(l); }
 // block, bounded by a timeout.
 COZ_EXPORT int pthread_rwlock_timedrdlock(pthread_rwlock_t* l, const struct timespec* t) noexcept {
-  return COZ_LOCK(real_pthread_rwlock_timedrdlock()(l, t), rc == 0);
+  return COZ_TIMED(WaitKind::kLock, real_pthread_rwlock_timedrdlock()(l, t), rc == 0, rc == ETIMEDOUT);
 }
 COZ_EXPORT int pthread_rwlock_timedwrlock(pthread_rwlock_t* l, const struct timespec* t) noexcept {
-  return COZ_LOCK(real_pthread_rwlock_timedwrlock()(l, t), rc == 0);
+  return COZ_TIMED(WaitKind::kLock, real_pthread_rwlock_timedwrlock()(l, t), rc == 0, rc == ETIMEDOUT);
 }
 COZ_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t* l, clockid_t c, const struct timespec* t) noexcept {
-  return COZ_LOCK(real_pthread_rwlock_clockrdlock()(l, c, t), rc == 0);
+  return COZ_TIMED(WaitKind::kLock, real_pthread_rwlock_clockrdlock()(l, c, t), rc == 0, rc == ETIMEDOUT);
 }
 COZ_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t* l, clockid_t c, const struct timespec* t) noexcept {
-  return COZ_LOCK(real_pthread_rwlock_clockwrlock()(l, c, t), rc == 0);
+  return COZ_TIMED(WaitKind::kLock, real_pthread_rwlock_clockwrlock()(l, c, t), rc == 0, rc == ETIMEDOUT);
 }
 // wake.
 COZ_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t* l) noexcept {
@@ -295,9 +299,9 @@ COZ_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t* l) noexcept {
 
 // block: released by sem_post.
 COZ_EXPORT int sem_wait(sem_t* s) { return COZ_LOCK(real_sem_wait()(s), rc == 0); }
-COZ_EXPORT int sem_timedwait(sem_t* s, const struct timespec* t) { return COZ_LOCK(real_sem_timedwait()(s, t), rc == 0); }
+COZ_EXPORT int sem_timedwait(sem_t* s, const struct timespec* t) { return COZ_TIMED(WaitKind::kLock, real_sem_timedwait()(s, t), rc == 0, rc == -1 && errno == ETIMEDOUT); }
 COZ_EXPORT int sem_clockwait(sem_t* s, clockid_t c, const struct timespec* t) {
-  return COZ_LOCK(real_sem_clockwait()(s, c, t), rc == 0);
+  return COZ_TIMED(WaitKind::kLock, real_sem_clockwait()(s, c, t), rc == 0, rc == -1 && errno == ETIMEDOUT);
 }
 // never blocks: nothing to account.
 COZ_EXPORT int sem_trywait(sem_t* s) noexcept { return real_sem_trywait()(s); }
@@ -315,7 +319,7 @@ COZ_EXPORT int sigwaitinfo(const sigset_t* set, siginfo_t* info) {
   return COZ_BLOCK(real_sigwaitinfo()(set, info), rc > 0);
 }
 COZ_EXPORT int sigtimedwait(const sigset_t* set, siginfo_t* info, const struct timespec* t) {
-  return COZ_BLOCK(real_sigtimedwait()(set, info, t), rc > 0);
+  return COZ_TIMED(WaitKind::kSync, real_sigtimedwait()(set, info, t), rc > 0, rc == -1 && errno == EAGAIN);
 }
 COZ_EXPORT int sigsuspend(const sigset_t* mask) { return COZ_BLOCK(real_sigsuspend()(mask), true); }
 COZ_EXPORT int pause() { return COZ_BLOCK(real_pause()(), true); }
@@ -417,22 +421,22 @@ COZ_EXPORT int connect(int fd, const struct sockaddr* addr, socklen_t len) {
   return COZ_SELF_IO(real_connect()(fd, addr, len));
 }
 COZ_EXPORT int poll(struct pollfd* fds, nfds_t n, int timeout) {
-  return COZ_IO(real_poll()(fds, n, timeout), coz::poll_woken_by_sibling(fds, n, rc));
+  return COZ_TIMED(WaitKind::kIo, real_poll()(fds, n, timeout), coz::poll_woken_by_sibling(fds, n, rc), rc == 0);
 }
 COZ_EXPORT int ppoll(struct pollfd* fds, nfds_t n, const struct timespec* t, const sigset_t* mask) {
-  return COZ_IO(real_ppoll()(fds, n, t, mask), coz::poll_woken_by_sibling(fds, n, rc));
+  return COZ_TIMED(WaitKind::kIo, real_ppoll()(fds, n, t, mask), coz::poll_woken_by_sibling(fds, n, rc), rc == 0);
 }
 COZ_EXPORT int select(int n, fd_set* r, fd_set* w, fd_set* e, struct timeval* t) {
-  return COZ_IO(real_select()(n, r, w, e, t), coz::select_woken_by_sibling(n, r, rc));
+  return COZ_TIMED(WaitKind::kIo, real_select()(n, r, w, e, t), coz::select_woken_by_sibling(n, r, rc), rc == 0);
 }
 COZ_EXPORT int pselect(int n, fd_set* r, fd_set* w, fd_set* e, const struct timespec* t, const sigset_t* mask) {
-  return COZ_IO(real_pselect()(n, r, w, e, t, mask), coz::select_woken_by_sibling(n, r, rc));
+  return COZ_TIMED(WaitKind::kIo, real_pselect()(n, r, w, e, t, mask), coz::select_woken_by_sibling(n, r, rc), rc == 0);
 }
 COZ_EXPORT int epoll_wait(int fd, struct epoll_event* ev, int n, int timeout) {
-  return COZ_IO(real_epoll_wait()(fd, ev, n, timeout), coz::epoll_woken_by_sibling(fd, ev, rc));
+  return COZ_TIMED(WaitKind::kIo, real_epoll_wait()(fd, ev, n, timeout), coz::epoll_woken_by_sibling(fd, ev, rc), rc == 0);
 }
 COZ_EXPORT int epoll_pwait(int fd, struct epoll_event* ev, int n, int timeout, const sigset_t* mask) {
-  return COZ_IO(real_epoll_pwait()(fd, ev, n, timeout, mask), coz::epoll_woken_by_sibling(fd, ev, rc));
+  return COZ_TIMED(WaitKind::kIo, real_epoll_pwait()(fd, ev, n, timeout, mask), coz::epoll_woken_by_sibling(fd, ev, rc), rc == 0);
 }
 
 // ---- more blocking I/O: self, or woken when the descriptor links siblings ----
@@ -488,7 +492,7 @@ COZ_EXPORT ssize_t sendfile(int out, int in, off_t* off, size_t n) noexcept {
 COZ_EXPORT int fsync(int fd) { return COZ_SELF_IO(real_fsync()(fd)); }
 COZ_EXPORT int fdatasync(int fd) { return COZ_SELF_IO(real_fdatasync()(fd)); }
 COZ_EXPORT int epoll_pwait2(int fd, struct epoll_event* ev, int n, const struct timespec* t, const sigset_t* mask) {
-  return COZ_IO(real_epoll_pwait2()(fd, ev, n, t, mask), coz::epoll_woken_by_sibling(fd, ev, rc));
+  return COZ_TIMED(WaitKind::kIo, real_epoll_pwait2()(fd, ev, n, t, mask), coz::epoll_woken_by_sibling(fd, ev, rc), rc == 0);
 }
 
 // ---- descriptors: what each links to (see waits.h) ----
@@ -624,7 +628,7 @@ COZ_EXPORT int thrd_sleep(const struct timespec* d, struct timespec* rem) {
 // block: released by the holder's unlock.
 COZ_EXPORT int mtx_lock(mtx_t* m) { return COZ_LOCK(real_mtx_lock()(m), rc == thrd_success); }
 COZ_EXPORT int mtx_timedlock(mtx_t* __restrict m, const struct timespec* __restrict t) {
-  return COZ_LOCK(real_mtx_timedlock()(m, t), rc == thrd_success);
+  return COZ_TIMED(WaitKind::kLock, real_mtx_timedlock()(m, t), rc == thrd_success, rc == thrd_timedout);
 }
 // wake.
 COZ_EXPORT int mtx_unlock(mtx_t* m) {
@@ -638,7 +642,7 @@ COZ_EXPORT int cnd_wait(cnd_t* c, mtx_t* m) {
 }
 COZ_EXPORT int cnd_timedwait(cnd_t* __restrict c, mtx_t* __restrict m, const struct timespec* __restrict t) {
   hook_wake();
-  return COZ_BLOCK(real_cnd_timedwait()(c, m, t), rc == thrd_success);
+  return COZ_TIMED(WaitKind::kSync, real_cnd_timedwait()(c, m, t), rc == thrd_success, rc == thrd_timedout);
 }
 // wake.
 COZ_EXPORT int cnd_signal(cnd_t* c) {

@@ -17,8 +17,10 @@ COZ_EXPORT coz_counter_layout* _coz_get_counter(int type, const char* name) {
   return coz::progress().counter(type, name);
 }
 // Custom synchronization: this thread is about to wait for another.
-COZ_EXPORT void _coz_pre_block() { coz::hook_pre_block(coz::WaitKind::kSync); }
+COZ_EXPORT void _coz_pre_block() { coz::hook_pre_block(); }
 // ... and has resumed; `woken` when another program thread released it.
-COZ_EXPORT void _coz_post_block(bool woken) { coz::hook_post_block(coz::WaitKind::kSync, woken); }
+COZ_EXPORT void _coz_post_block(bool woken) {
+  coz::hook_post_block(coz::WaitKind::kSync, woken, __builtin_return_address(0));
+}
 // This thread is about to release others: pay its delays first.
 COZ_EXPORT void _coz_add_delays() { coz::hook_wake(); }

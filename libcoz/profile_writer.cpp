@@ -132,7 +132,8 @@ std::string ProfileWriter::format_startup(const StartupRecord& r) const {
          ",\"sampler\":" + json_string(r.sampler) + ",\"binary_scope\":" + json_list(r.binary_scope) +
          ",\"source_scope\":" + json_list(r.source_scope) +
          ",\"fixed_line\":" + (r.fixed_line.empty() ? "null" : json_string(r.fixed_line)) +
-         ",\"fixed_speedup\":" + (r.fixed_speedup < 0 ? "null" : fraction(r.fixed_speedup)) + "}\n";
+         ",\"fixed_speedup\":" + (r.fixed_speedup < 0 ? "null" : fraction(r.fixed_speedup)) +
+         ",\"blocked_scope\":" + json_string(r.blocked_scope) + "}\n";
 }
 
 std::string ProfileWriter::format_experiment(const ExperimentRecord& r) const {
@@ -156,6 +157,7 @@ std::string ProfileWriter::format_experiment(const ExperimentRecord& r) const {
         ",\"speedup\":" + fraction(r.speedup_percent) + ",\"duration_ns\":" + std::to_string(r.duration_ns) +
         ",\"wall_ns\":" + std::to_string(r.wall_ns) + ",\"delay_ns\":" + std::to_string(r.delay_ns) +
         ",\"selected_samples\":" + std::to_string(r.selected_samples) +
+        (r.selected_blocked_ns ? ",\"selected_blocked_ns\":" + std::to_string(r.selected_blocked_ns) : std::string()) +
         ",\"partial\":" + (r.partial ? "true" : "false") + ",\"progress\":[";
   for (size_t i = 0; i < r.progress.size(); i++) {
     const PointDelta& p = r.progress[i];
@@ -172,18 +174,29 @@ std::string ProfileWriter::format_experiment(const ExperimentRecord& r) const {
   return out + "]}\n";
 }
 
-std::string ProfileWriter::format_samples(const std::vector<std::pair<std::string, uint64_t>>& counts,
-                                          uint64_t out_of_scope) const {
+namespace {
+std::string json_counts(const Counts& c) {
+  std::string out = "{";
+  for (size_t i = 0; i < c.size(); i++) out += (i ? "," : "") + json_string(c[i].first) + ":" + std::to_string(c[i].second);
+  return out + "}";
+}
+}  // namespace
+
+std::string ProfileWriter::format_samples(const SamplesRecord& r) const {
   std::string out;
   if (legacy_) {
-    for (auto& c : counts)
+    for (auto& c : r.counts)
       out += "samples\tlocation=" + legacy_value(c.first) + "\tcount=" + std::to_string(c.second) + "\n";
     return out;
   }
-  out = "{\"type\":\"samples\",\"counts\":{";
-  for (size_t i = 0; i < counts.size(); i++)
-    out += (i ? "," : "") + json_string(counts[i].first) + ":" + std::to_string(counts[i].second);
-  return out + "},\"out_of_scope\":" + std::to_string(out_of_scope) + "}\n";
+  out = "{\"type\":\"samples\",\"counts\":" + json_counts(r.counts) + ",\"out_of_scope\":" + std::to_string(r.out_of_scope);
+  if (!r.blocked.empty()) {
+    out += ",\"blocked\":{";
+    for (size_t i = 0; i < r.blocked.size(); i++)
+      out += (i ? "," : "") + json_string(r.blocked[i].first) + ":" + json_counts(r.blocked[i].second);
+    out += "}";
+  }
+  return out + "}\n";
 }
 
 std::string ProfileWriter::format_runtime(uint64_t time_ns) const {
@@ -291,8 +304,8 @@ void ProfileWriter::emit_if(const std::string& record) {
 
 void ProfileWriter::startup(const StartupRecord& r) { emit(format_startup(r)); }
 void ProfileWriter::experiment(const ExperimentRecord& r) { emit(format_experiment(r)); }
-void ProfileWriter::samples(const std::vector<std::pair<std::string, uint64_t>>& counts, uint64_t out_of_scope) {
-  if (!counts.empty() || out_of_scope) emit(format_samples(counts, out_of_scope));
+void ProfileWriter::samples(const SamplesRecord& r) {
+  if (!r.empty()) emit(format_samples(r));
 }
 void ProfileWriter::runtime(uint64_t time_ns) { emit(format_runtime(time_ns)); }
 void ProfileWriter::warning(const std::string& code, const std::string& message) {

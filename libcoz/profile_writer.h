@@ -26,6 +26,7 @@ struct StartupRecord {
   std::vector<std::string> source_scope;
   std::string fixed_line;  // empty: none
   int fixed_speedup = -1;  // percent; -1: none
+  std::string blocked_scope;  // letters of the waits experiments speed up
 };
 
 struct PointDelta {
@@ -44,8 +45,19 @@ struct ExperimentRecord {
   uint64_t wall_ns = 0;
   uint64_t delay_ns = 0;
   uint64_t selected_samples = 0;
+  uint64_t selected_blocked_ns = 0;
   bool partial = false;
   std::vector<PointDelta> progress;
+};
+
+using Counts = std::vector<std::pair<std::string, uint64_t>>;
+
+// Samples since the previous `samples` record of the run.
+struct SamplesRecord {
+  Counts counts;  // per "path:line", CPU samples
+  uint64_t out_of_scope = 0;
+  std::vector<std::pair<std::string, Counts>> blocked;  // wait kind -> blocked samples per "path:line"
+  bool empty() const { return counts.empty() && !out_of_scope && blocked.empty(); }
 };
 
 struct ShutdownRecord {
@@ -123,7 +135,7 @@ class ProfileWriter {
 
   void startup(const StartupRecord& r);
   void experiment(const ExperimentRecord& r);
-  void samples(const std::vector<std::pair<std::string, uint64_t>>& counts, uint64_t out_of_scope);
+  void samples(const SamplesRecord& r);
   void runtime(uint64_t time_ns);
   void warning(const std::string& code, const std::string& message);
   void shutdown(const ShutdownRecord& r);
@@ -136,8 +148,7 @@ class ProfileWriter {
   // Formatting, exposed for tests.
   std::string format_startup(const StartupRecord& r) const;
   std::string format_experiment(const ExperimentRecord& r) const;
-  std::string format_samples(const std::vector<std::pair<std::string, uint64_t>>& counts,
-                             uint64_t out_of_scope) const;
+  std::string format_samples(const SamplesRecord& r) const;
   std::string format_runtime(uint64_t time_ns) const;
   std::string format_warning(const std::string& code, const std::string& message) const;
   std::string format_shutdown(const ShutdownRecord& r) const;

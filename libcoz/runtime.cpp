@@ -284,8 +284,10 @@ void on_sample_signal(int sig, siginfo_t* si, void* uc) {
   bool from_poll = si->si_code == POLL_IN || si->si_code == POLL_HUP || si->si_code == POLL_MSG ||
                    si->si_code == POLL_ERR || si->si_code == POLL_PRI || si->si_code == POLL_OUT;
   if (si->si_code == SI_TIMER && t && t->has_timer && si->si_value.sival_ptr == t) {
+    RuntimeGuard guard;  // libunwind's own locks are not waits of the program
     process_timer_sample(t, uc, si->si_overrun);
   } else if (from_poll && t && t->perf_fd >= 0 && si->si_fd == t->perf_fd) {
+    RuntimeGuard guard;
     process_samples(t, uc);
   } else {
     // The program's own: its timers, its O_ASYNC descriptors, sigqueue, kill.
@@ -613,10 +615,15 @@ void runtime_init() {
   }
   install_signals();
 
-  // The delay hooks of the interposed calls: not in sampling-only mode,
-  // where no delay is ever owed (and where the profiler thread alone reads
-  // the threads' perf rings).
-  shared().sampling.store(!config.sampling_only);
+  // The hooks of the interposed calls (in sampling-only mode they only
+  // measure waits: no delay is ever owed, and the profiler thread alone
+  // reads the perf rings).
+  uint32_t scope_bits = 0;
+  for (char c : config.blocked_scope)
+    scope_bits |= 1u << static_cast<int>(c == 'i' ? WaitKind::kIo : c == 'l' ? WaitKind::kLock
+                                        : c == 's' ? WaitKind::kSleep : WaitKind::kSync);
+  shared().blocked_scope.store(scope_bits);
+  shared().sampling.store(true);
   g_live_threads.store(1);
   ThreadState* main_state = alloc_state();
   begin_thread(main_state, false);
@@ -637,6 +644,7 @@ void runtime_init() {
   sr.source_scope = config.source_scope;
   sr.fixed_line = config.fixed_line;
   sr.fixed_speedup = config.fixed_speedup;
+  sr.blocked_scope = config.blocked_scope;
   g_writer->startup(sr);
   warnings_configure(config.warn_stderr, g_writer);  // the warnings held so far follow the startup record
   report_missing_debug_info();

@@ -45,13 +45,15 @@ inline void hook_wake() {  // before this thread releases another: catch up on o
     errno = e;
   }
 }
-inline void hook_pre_block(WaitKind) {
+inline void hook_pre_block() {
   if (ThreadState* t = hooked_thread()) pre_block(t);
 }
-inline void hook_post_block(WaitKind, bool woken_by_program_thread) {
+// `caller`: the interposed function's return address (the call site when
+// the program called it directly).
+inline void hook_post_block(WaitKind kind, bool woken_by_program_thread, void* caller) {
   if (ThreadState* t = hooked_thread()) {
     int e = errno;
-    post_block(t, woken_by_program_thread);
+    end_wait(t, kind, woken_by_program_thread, reinterpret_cast<uintptr_t>(caller));
     errno = e;
   }
 }

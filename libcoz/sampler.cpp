@@ -192,7 +192,8 @@ bool parse_sample(const RecordReader& r, uint64_t body, uint64_t len, Sample* sm
 // kernel's frame pointers.
 uint64_t drain_perf(ThreadState* t, void* uc) {
   perf_event_mmap_page* page = t->page;
-  if (!page) return 0;
+  // Sampling-only: the profiler thread alone reads the ring (take_records).
+  if (!page || g_settings.signal_free) return 0;
   RecordReader r{reinterpret_cast<const char*>(page) + page->data_offset, page->data_size};
   uint64_t head = __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE);
   uint64_t tail = page->data_tail;
@@ -289,6 +290,8 @@ uint64_t draw_period(uint64_t* state, uint64_t mean) {
 }
 
 int sample_signal() { return SIGRTMAX - 3; }
+
+uint64_t sample_period_ns() { return g_settings.period_ns; }
 
 void sampler_configure(const SamplerSettings& s) {
   g_settings = s;
@@ -436,16 +439,28 @@ void parse_records(const char* data, size_t len, SwitchState* sw, uint64_t perio
       if (!parse_sample(r, body, blen, &smp, &copy, stack_buf)) {
         (*skipped)++;
       } else {
+        bool unwound = false;
         if (copy.size) {
+          uintptr_t pcs[kMaxFrames];
           bool truncated = false;
-          uint32_t n = static_cast<uint32_t>(unwind_copy(copy, smp.pcs, kMaxFrames, &truncated));
-          // The copy reaches only so far up the stack: the kernel's
-          // frame-pointer chain may go further, but its first frames cannot
-          // be trusted where code has no frame pointers. Keep the unwound ones.
-          if (n > 1 || smp.n <= 1) {
+          uint32_t n = static_cast<uint32_t>(unwind_copy(copy, pcs, kMaxFrames, &truncated));
+          if (n > 1) {
+            memcpy(smp.pcs, pcs, n * sizeof pcs[0]);
             smp.n = n;
             smp.flags = truncated ? uint32_t{kSampleTruncated} : 0u;
+            unwound = true;
           }
+        }
+        if (!unwound) {
+          // The kernel's frame-pointer chain: in code without frame pointers
+          // it takes any stack word for a return address. Keep it only as
+          // far as its addresses are code.
+          for (uint32_t i = 1; i < smp.n; i++)
+            if (!code_address(smp.pcs[i] + 1)) {
+              smp.n = i;
+              smp.flags &= ~kSampleTruncated;
+              break;
+            }
         }
         smp.weight_ns = period_ns;
         smp.wait_ns = sw->take_preempted();

@@ -50,6 +50,8 @@ struct SamplerSettings {
   bool signal_free = false;
 };
 void sampler_configure(const SamplerSettings& s);
+// The mean sampling period (also the time one blocked sample stands for).
+uint64_t sample_period_ns();
 
 enum class SamplerKind { kNone, kPerfEvent, kTimer };
 

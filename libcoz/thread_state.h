@@ -47,6 +47,10 @@ enum SampleFlags : uint32_t {
   kSampleDelaying = 1,   // taken while an experiment inserted delays (other threads were paused)
   kSampleTruncated = 2,  // the callchain was deeper than kMaxFrames
 };
+// A sample is on the CPU (kind 0), or a blocked sample of a wait: its kind
+// is 1 + the wait's category (WaitKind), in bits 8-15 of the flags.
+constexpr uint32_t kSampleKindShift = 8;
+inline uint32_t sample_kind(uint32_t flags) { return (flags >> kSampleKindShift) & 0xff; }
 struct Sample {
   uint64_t weight_ns = 0;  // CPU time since the thread's previous sample (the real, randomized period)
   uint64_t wait_ns = 0;    // time runnable but preempted since the previous sample (scheduling delay)
@@ -102,6 +106,7 @@ struct SwitchState {
   uint64_t out_ns = 0;  // CLOCK_MONOTONIC time of the last switch out; 0 while on a CPU
   bool out_preempted = false;
   uint64_t preempted_ns = 0;  // since the last take_preempted()
+  uint64_t voluntary_ns = 0;  // total off the CPU of its own accord (blocked, asleep); read by the profiler
 
   // `misc` is the record header's (PERF_RECORD_MISC_SWITCH_OUT, _PREEMPT bits).
   void on_switch(uint16_t misc, uint64_t time) {
@@ -109,7 +114,12 @@ struct SwitchState {
       out_ns = time;
       out_preempted = (misc & (1u << 14)) != 0;  // PERF_RECORD_MISC_SWITCH_OUT_PREEMPT
     } else {
-      if (out_ns && out_preempted && time > out_ns) preempted_ns += time - out_ns;
+      if (out_ns && time > out_ns) {
+        if (out_preempted)
+          preempted_ns += time - out_ns;
+        else
+          __atomic_store_n(&voluntary_ns, voluntary_ns + (time - out_ns), __ATOMIC_RELAXED);
+      }
       out_ns = 0;
     }
   }
@@ -139,6 +149,14 @@ struct ThreadState {
   uint64_t epoch = 0;        // experiment these counts belong to
   uint64_t pre_block_global = 0;
   bool blocked = false;      // between pre_block and post_block: debts wait for post_block
+  uint64_t wait_start_ns = 0;  // CLOCK_MONOTONIC when the current wait began
+  uint32_t wait_depth = 0;     // waits entered and not left (a signal handler's wait nests in another)
+
+  // Waits (waits.cpp): time waited per category not yet worth a whole
+  // blocked sample, and totals the profiler thread reads.
+  uint64_t wait_rest_ns[6] = {0, 0, 0, 0, 0, 0};
+  std::atomic<uint64_t> wait_total_ns[6] = {};
+  std::atomic<uint64_t> paused_ns{0};  // slept paying delays (switch records see it as off the CPU)
   std::atomic<int> busy{0};  // [sig] re-entrancy guard of sample processing
 
   // The sampling period in force [sig], drawn afresh every few samples.
@@ -198,6 +216,10 @@ struct Shared {
   std::atomic<uint64_t> epoch{0};                  // experiment number; locals reset when it changes
   std::atomic<uint64_t> epoch_start_global{0};     // global delay when the current experiment began
   std::atomic<uint64_t> selected_samples{0};       // samples of the selected line, all threads
+  // Waits an experiment speeds up: bit k for WaitKind k (--blocked-scope).
+  std::atomic<uint32_t> blocked_scope{0};
+  std::atomic<uint64_t> selected_blocked_ns{0};    // waits of the selected line ended in the experiment
+  std::atomic<uint64_t> experiment_start_ns{0};    // CLOCK_MONOTONIC start of the running experiment
 };
 
 Shared& shared();

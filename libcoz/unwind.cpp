@@ -23,21 +23,22 @@ namespace {
 // other address (a garbage value taken for a pointer) is refused instead of
 // read, so a bad unwind stops rather than faults.
 struct Segments {
+  int flag;                                             // PF_R: readable, PF_X: code
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges;  // sorted [start, end)
 
   void refresh() {
     ranges.clear();
     dl_iterate_phdr(
         [](dl_phdr_info* info, size_t, void* data) -> int {
-          auto* v = static_cast<std::vector<std::pair<uintptr_t, uintptr_t>>*>(data);
+          auto* self = static_cast<Segments*>(data);
           for (int i = 0; i < info->dlpi_phnum; i++) {
             const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-            if (ph.p_type == PT_LOAD && ph.p_memsz && (ph.p_flags & PF_R))
-              v->emplace_back(info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_filesz);
+            if (ph.p_type == PT_LOAD && ph.p_memsz && (ph.p_flags & self->flag))
+              self->ranges.emplace_back(info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_filesz);
           }
           return 0;
         },
-        &ranges);
+        this);
     std::sort(ranges.begin(), ranges.end());
   }
 
@@ -56,7 +57,12 @@ struct Segments {
 };
 
 Segments& segments() {
-  static Segments* s = new Segments();  // the profiler thread's only
+  static Segments* s = new Segments{PF_R, {}};  // the profiler thread's only
+  return *s;
+}
+
+Segments& code_segments() {
+  static Segments* s = new Segments{PF_X, {}};
   return *s;
 }
 
@@ -128,6 +134,8 @@ unw_addr_space_t copy_space() {
 
 }  // namespace
 
+bool code_address(uintptr_t pc) { return code_segments().readable(pc, 1); }
+
 size_t unwind_copy(const StackCopy& copy, uintptr_t* pcs, size_t max, bool* truncated) {
   *truncated = false;
   size_t n = 0;
@@ -148,6 +156,8 @@ size_t unwind_copy(const StackCopy& copy, uintptr_t* pcs, size_t max, bool* trun
 }
 
 #else
+
+bool code_address(uintptr_t) { return true; }
 
 size_t unwind_copy(const StackCopy& copy, uintptr_t* pcs, size_t max, bool* truncated) {
   *truncated = false;

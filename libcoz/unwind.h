@@ -29,6 +29,11 @@ struct StackCopy {
   size_t size = 0;
 };
 
+// Whether `pc` is in the executable code of a loaded object (a sanity check
+// of callchains the kernel builds from frame pointers, which in code without
+// them reads any stack word as a return address).
+bool code_address(uintptr_t pc);
+
 // Innermost first: the sampled IP, then return addresses moved back into
 // their call instruction. Returns how many; *truncated when `max` cut it.
 size_t unwind_copy(const StackCopy& copy, uintptr_t* pcs, size_t max, bool* truncated);

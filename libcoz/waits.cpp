@@ -1,17 +1,28 @@
 #include "waits.h"
 
+#include <link.h>
 #include <sys/socket.h>
+#include <dlfcn.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "clock.h"
+#include "delays.h"
 #include "runtime.h"
+#include "sampler.h"
 #include "sys.h"
+
+#if COZ_HAVE_LIBUNWIND
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#endif
 
 namespace coz {
 
@@ -54,7 +65,136 @@ std::unordered_map<int, std::unordered_set<uint64_t>>* g_epoll_siblings = nullpt
 
 bool experiment_running() { return hooked_thread() && shared().paying.load(std::memory_order_relaxed); }
 
+// The runtime's own code (libcoz.so): its frames are left out of a call's stack.
+struct OwnText {
+  uintptr_t start = 0, end = 0;
+  bool known = false;
+};
+
+OwnText& own_text() {
+  static OwnText t;
+  if (!t.known) {
+    t.known = true;
+    Dl_info self;
+    if (dladdr(reinterpret_cast<void*>(&own_text), &self) && self.dli_fbase) {
+      struct Ctx {
+        uintptr_t base;
+        OwnText* t;
+      } ctx{reinterpret_cast<uintptr_t>(self.dli_fbase), &t};
+      dl_iterate_phdr(
+          [](dl_phdr_info* info, size_t, void* data) -> int {
+            Ctx* c = static_cast<Ctx*>(data);
+            for (int i = 0; i < info->dlpi_phnum; i++) {
+              const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+              uintptr_t a = info->dlpi_addr + ph.p_vaddr;
+              if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
+              if (c->base < a + ph.p_memsz && info->dlpi_addr <= c->base) {
+                c->t->start = a;
+                c->t->end = a + ph.p_memsz;
+                return 1;
+              }
+            }
+            return 0;
+          },
+          &ctx);
+    }
+  }
+  return t;
+}
+
+// Whether the call site of a wait, given the frames of its call stack, is
+// in the running experiment's line: the first frame in the published scope
+// decides, as for CPU samples.
+bool call_site_selected(const uintptr_t* pcs, uint32_t n) {
+  const RangeSet* scope = shared().scope.load(std::memory_order_acquire);
+  const RangeSet* sel = shared().selected.load(std::memory_order_acquire);
+  if (!scope || !sel) return false;
+  for (uint32_t i = 0; i < n; i++)
+    if (scope->contains(pcs[i])) return sel->contains(pcs[i]);
+  return false;
+}
+
 }  // namespace
+
+uint32_t call_stack(uintptr_t* pcs, uint32_t max, bool* truncated) {
+  *truncated = false;
+  uint32_t n = 0;
+  RuntimeGuard guard;  // libunwind's own locks are not waits of the program
+#if COZ_HAVE_LIBUNWIND
+  const OwnText& own = own_text();
+  unw_context_t ctx;
+  unw_cursor_t cursor;
+  if (unw_getcontext(&ctx) != 0 || unw_init_local(&cursor, &ctx) != 0) return 0;
+  while (unw_step(&cursor) > 0) {
+    unw_word_t ip;
+    if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+    uintptr_t pc = ip - 1;  // return addresses: look up the call instruction
+    if (n == 0 && pc >= own.start && pc < own.end) continue;  // the wrapper and the hooks
+    if (n == max) {
+      *truncated = true;
+      break;
+    }
+    pcs[n++] = pc;
+  }
+#else
+  (void)pcs;
+  (void)max;
+#endif
+  return n;
+}
+
+void end_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller) {
+  if (!leave_wait(t)) return;
+  // Hold off the sample handler meanwhile: it would pay from the same counts
+  // and push to the same ring.
+  if (t->busy.exchange(1, std::memory_order_acquire)) return;
+  credit_wait(t, woken);
+  uint64_t now = wait_clock();
+  uint64_t waited = t->wait_start_ns && now > t->wait_start_ns ? now - t->wait_start_ns : 0;
+  const int k = static_cast<int>(kind);
+  if (waited) {
+    t->wait_total_ns[k].fetch_add(waited, std::memory_order_relaxed);
+    const uint64_t period = sample_period_ns();
+    t->wait_rest_ns[k] += waited;
+    const bool sped = (shared().blocked_scope.load(std::memory_order_relaxed) >> k & 1) &&
+                      shared().selected.load(std::memory_order_relaxed) &&
+                      shared().paying.load(std::memory_order_relaxed);
+    Sample smp;
+    smp.n = 0;
+    if (t->wait_rest_ns[k] >= period || sped) {
+      // The call's stack: its first in-scope frame is the call site. The
+      // fast path: the wrapper's own caller is in scope.
+      const RangeSet* scope = shared().scope.load(std::memory_order_acquire);
+      if (caller && scope && scope->contains(caller - 1) && t->wait_rest_ns[k] < period) {
+        smp.pcs[0] = caller - 1;
+        smp.n = 1;
+      } else {
+        bool truncated = false;
+        smp.n = call_stack(smp.pcs, kMaxFrames, &truncated);
+        smp.flags = truncated ? uint32_t{kSampleTruncated} : 0u;
+      }
+    }
+    if (sped && call_site_selected(smp.pcs, smp.n)) {
+      // The wait, sped up, earns delay as CPU samples of the line do: for
+      // its part inside the experiment (the part before it began is not in
+      // what the experiment measures).
+      uint64_t from = std::max(t->wait_start_ns, shared().experiment_start_ns.load(std::memory_order_relaxed));
+      uint64_t inside = now > from ? now - from : 0;
+      add_hits(t, inside);
+      shared().selected_blocked_ns.fetch_add(inside, std::memory_order_relaxed);
+    }
+    if (t->wait_rest_ns[k] >= period) {
+      uint64_t n = t->wait_rest_ns[k] / period;
+      t->wait_rest_ns[k] -= n * period;
+      smp.flags = (smp.flags & kSampleTruncated) | static_cast<uint32_t>(k + 1) << kSampleKindShift;
+      smp.weight_ns = n * period;
+      smp.wait_ns = 0;
+      if (!t->ring.push(smp)) t->dropped_samples.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  catch_up(t);
+  t->busy.store(0, std::memory_order_release);
+}
 
 void fds_pipe_created(const int fds[2]) {
   struct stat st;

@@ -26,6 +26,26 @@ namespace coz {
 enum class WaitKind : uint8_t { kIo, kLock, kSleep, kSync, kSched, kOther };
 constexpr int kWaitKinds = 6;
 
+struct ThreadState;
+
+// The end of an interposed wait of category `kind` that began at
+// pre_block, in the thread that waited (not in signal context):
+//  - delays: credits the wait when another program thread ended it
+//    (`woken`), and pays what the thread owes;
+//  - blocked samples: one per sampling period of waiting time (remainders
+//    carried per thread and category), on the callchain of the call, for
+//    the profiler thread (kind in the sample's flags);
+//  - virtual speedup of waits: when the running experiment's line is the
+//    call site (the call's first in-scope frame) and the category is in the
+//    blocked scope, the wait's time earns delay as a CPU sample of the line
+//    would (speedup x waiting time).
+// `caller` is the return address of the interposed function.
+void end_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller);
+
+// The call site frames of the current call, innermost first, without the
+// runtime's own frames. Returns how many.
+uint32_t call_stack(uintptr_t* pcs, uint32_t max, bool* truncated);
+
 // Descriptor bookkeeping, from the interposed calls that create, copy and
 // close descriptors. Cheap: a byte store or an atomic insert.
 void fds_pipe_created(const int fds[2]);

@@ -43,6 +43,10 @@ def add_arguments(p):
                    help="only ever use a speedup of N percent (0-100)")
     p.add_argument("--end-to-end", action="store_true",
                    help="one experiment per run, measured from start to exit")
+    p.add_argument("--blocked-scope", default="ils", metavar="LETTERS",
+                   help="waits experiments may speed up, as BCOZ names them: i (I/O), l (locks), "
+                        "s (sleeps), y (synchronization: waits for another thread's work); "
+                        "default ils; '' for none")
     p.add_argument("--sampling-only", action="store_true",
                    help="record the conventional profile only (stacks, threads, counters): no "
                         "experiments, no delays, no signal per sample; for long or production runs")
@@ -113,6 +117,10 @@ def validate(args):
         raise CozError(f"--sampling-only runs no experiments: it cannot go with {', '.join(experiment_options)}",
                        hint="drop --sampling-only for a causal profile, or the experiment options for a "
                             "conventional one")
+    if any(c not in "ilsy" for c in args.blocked_scope) or len(set(args.blocked_scope)) != len(args.blocked_scope):
+        raise CozError(f"bad --blocked-scope {args.blocked_scope!r}",
+                       hint="give letters among i (I/O), l (locks), s (sleeps), y (synchronization), "
+                            "each once, e.g. --blocked-scope ils")
     args.binary_scope = args.binary_scope or ["MAIN"]
     args.source_scope = args.source_scope or ["%"]
     args.progress = args.progress or []
@@ -163,6 +171,7 @@ def build_env(args, library, base_env=None, launcher_pid=None):
         env["COZ_END_TO_END"] = "1"
     if args.sampling_only:
         env["COZ_SAMPLING_ONLY"] = "1"
+    env["COZ_BLOCKED_SCOPE"] = args.blocked_scope
     env["COZ_SAMPLE_PERIOD"] = str(args.sample_period_ns)
     env["COZ_EXPERIMENT_LENGTH"] = str(args.experiment_length_ns)
     env["COZ_VERBOSE"] = "1" if args.verbose else "0"

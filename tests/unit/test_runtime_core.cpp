@@ -483,7 +483,9 @@ TEST(Writer, LegacyFormatIsUpstreams) {
   EXPECT_EQ(w.format_experiment(r),
             "experiment\tselected=app.c:12\tspeedup=0.50\tduration=123\tselected-samples=4\n"
             "throughput-point\tname=tp\tdelta=9\n");
-  EXPECT_EQ(w.format_samples({{"app.c:12", 3}}, 0), "samples\tlocation=app.c:12\tcount=3\n");
+  SamplesRecord one;
+  one.counts = {{"app.c:12", 3}};
+  EXPECT_EQ(w.format_samples(one), "samples\tlocation=app.c:12\tcount=3\n");
   EXPECT_EQ(w.format_runtime(55), "runtime\ttime=55\n");
 }
 
@@ -497,8 +499,14 @@ TEST(Writer, AppendsWholeRecordsToTheFile) {
     std::string err;
     ASSERT_TRUE(w.open(path, false, &err)) << err;
     w.runtime(5);
-    w.samples({{"a.c:1", 2}, {"b.c:9", 1}}, 3);
-    w.samples({}, 0);  // nothing to say: no record
+    SamplesRecord r;
+    r.counts = {{"a.c:1", 2}, {"b.c:9", 1}};
+    r.out_of_scope = 3;
+    w.samples(r);
+    w.samples(SamplesRecord());  // nothing to say: no record
+    SamplesRecord waits;
+    waits.blocked = {{"io", {{"a.c:7", 4}}}};
+    w.samples(waits);
     w.warning("no-debug-info", "x has no debug information");
   }
   std::ifstream in(path);
@@ -506,6 +514,7 @@ TEST(Writer, AppendsWholeRecordsToTheFile) {
   EXPECT_EQ(content,
             "{\"type\":\"runtime\",\"time_ns\":5}\n"
             "{\"type\":\"samples\",\"counts\":{\"a.c:1\":2,\"b.c:9\":1},\"out_of_scope\":3}\n"
+            "{\"type\":\"samples\",\"counts\":{},\"out_of_scope\":0,\"blocked\":{\"io\":{\"a.c:7\":4}}}\n"
             "{\"type\":\"warning\",\"code\":\"no-debug-info\",\"message\":\"x has no debug information\"}\n");
   unlink(path);
 }
@@ -673,4 +682,100 @@ TEST(Writer, ARecordAfterACutOneStartsItsOwnLine) {
   std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(content, "{\"type\":\"runtime\",\"time_ns\":5}\n{\"type\":\"runt\n{\"type\":\"runtime\",\"time_ns\":6}\n");
   unlink(path);
+}
+
+// ---- waits: blocked samples and their virtual speedup ----
+
+namespace {
+uint64_t g_fake_now = 0;
+uint64_t fake_clock() { return g_fake_now; }
+
+class WaitAccounting : public Delays {
+ protected:
+  void SetUp() override {
+    Delays::SetUp();
+    set_clock_fn(fake_clock);
+    g_fake_now = 5000000000ull;
+    SamplerSettings st;
+    st.period_ns = 1000000;  // blocked samples of 1 ms
+    sampler_configure(st);
+    shared().selected.store(nullptr);
+    shared().blocked_scope.store(1u << static_cast<int>(WaitKind::kSleep));
+  }
+  void TearDown() override {
+    set_clock_fn(nullptr);
+    shared().selected.store(nullptr);
+    Delays::TearDown();
+  }
+  // A wait of `ns` of category `k`, ended by the thread itself.
+  void wait(ThreadState* t, uint64_t ns, WaitKind k = WaitKind::kSleep) {
+    pre_block(t);
+    g_fake_now += ns;
+    end_wait(t, k, false, 0);
+  }
+  std::vector<Sample> taken(ThreadState* t) {
+    std::vector<Sample> out;
+    Sample s;
+    while (t->ring.pop(&s)) out.push_back(s);
+    return out;
+  }
+};
+}  // namespace
+
+TEST_F(WaitAccounting, RemaindersCarryUntilAWholePeriodIsWaited) {
+  ThreadState t;
+  wait(&t, 400000);
+  wait(&t, 400000);
+  EXPECT_TRUE(taken(&t).empty()) << "0.8 ms: no blocked sample yet";
+  wait(&t, 400000);
+  std::vector<Sample> s = taken(&t);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(sample_kind(s[0].flags), 1u + static_cast<uint32_t>(WaitKind::kSleep));
+  EXPECT_EQ(s[0].weight_ns, 1000000u);
+  EXPECT_EQ(t.wait_rest_ns[static_cast<int>(WaitKind::kSleep)], 200000u) << "the rest waits for the next wait";
+  EXPECT_EQ(t.wait_total_ns[static_cast<int>(WaitKind::kSleep)].load(), 1200000u);
+  wait(&t, 3500000, WaitKind::kIo);
+  s = taken(&t);
+  ASSERT_EQ(s.size(), 1u) << "one sample standing for three periods";
+  EXPECT_EQ(s[0].weight_ns, 3000000u);
+  EXPECT_EQ(sample_kind(s[0].flags), 1u + static_cast<uint32_t>(WaitKind::kIo));
+  EXPECT_EQ(t.wait_rest_ns[static_cast<int>(WaitKind::kSleep)], 200000u) << "remainders are kept per category";
+}
+
+TEST_F(WaitAccounting, AWaitInsideAWaitIsPartOfTheOuterOne) {
+  ThreadState t;
+  pre_block(&t);  // a read
+  g_fake_now += 600000;
+  wait(&t, 300000);  // a signal handler sleeps during it
+  EXPECT_EQ(t.wait_total_ns[static_cast<int>(WaitKind::kSleep)].load(), 0u);
+  g_fake_now += 500000;
+  end_wait(&t, WaitKind::kIo, false, 0);
+  EXPECT_EQ(t.wait_total_ns[static_cast<int>(WaitKind::kIo)].load(), 1400000u) << "counted once, whole";
+  EXPECT_EQ(t.wait_depth, 0u);
+}
+
+TEST_F(WaitAccounting, ASpedUpWaitEarnsOnlyItsPartInsideTheExperiment) {
+  // The selected line is the wait's call site: the whole text is in scope,
+  // and the selected ranges cover this test's own code (the call stack).
+  Shared& s = shared();
+  const RangeSet* all = make_range_set({{1, UINTPTR_MAX}});
+  s.scope.store(all);
+  s.selected.store(all);
+  ThreadState t, other;
+  sync_epoch(&other);
+  pre_block(&t);
+  g_fake_now += 4000000;  // 4 ms before the experiment...
+  s.experiment_start_ns.store(g_fake_now);
+  g_fake_now += 2000000;  // ... and 2 ms in it
+  end_wait(&t, WaitKind::kSleep, false, 0);
+  EXPECT_EQ(s.selected_blocked_ns.load(), 2000000u);
+  EXPECT_EQ(t.local_delay - 1000, 1000000u) << "50% of the 2 ms inside the experiment";
+  catch_up(&other);
+  EXPECT_EQ(g_slept_total, 1000000u) << "the others pay for it";
+  // A wait of a category outside the blocked scope earns nothing.
+  pre_block(&t);
+  g_fake_now += 2000000;
+  end_wait(&t, WaitKind::kLock, false, 0);
+  EXPECT_EQ(s.selected_blocked_ns.load(), 2000000u);
+  s.scope.store(nullptr);
 }
