@@ -4,7 +4,9 @@ gain of the fix it points to, measured.
 
 For each program (benchmarks/locks_*.c):
 
-1. `coz run --locks-only` on the program as it is (the bug), then a causal
+1. `coz run --locks-only` on the program as it is (the bug; `--sampling-only`
+   for the pipeline, whose report needs the thread records and the stacks of
+   the slowest group's hottest line), then a causal
    `coz run` on it with `--fixed-line` on the line the fix is about (so that
    every experiment measures that line; the run is `--causal-scale` times
    longer), and `coz locks` on both profiles: the counters come from the
@@ -62,7 +64,7 @@ PROGRAMS = {
                    "size": ("rounds", 120), "key": "DERIVE"},
     "locks_imbalance": {"category": "load-imbalance", "quadrant": None,
                         "fix": None, "fix_text": "suggested threads per stage",
-                        "size": ("items", 400), "key": "WORK3"},
+                        "size": ("items", 400), "key": "DEVICE3", "mode": "--sampling-only"},
 }
 IMBALANCE_POOLS = ("t1", "t2", "t3")
 IMBALANCE_DEFAULT = (2, 2, 2)
@@ -93,7 +95,8 @@ def report(name, binary, libcoz, workdir, short, causal, scale):
 
     spec = PROGRAMS[name]
     locks_out = os.path.join(workdir, name + ".locks.coz")
-    benchlib.run_ours(_cmd(binary, {}, short), libcoz, locks_out, extra=("--locks-only",))
+    benchlib.run_ours(_cmd(binary, {}, short), libcoz, locks_out,
+                      extra=(spec.get("mode", "--locks-only"),))
     paths = [locks_out]
     if causal:
         size_arg, size = spec["size"]

@@ -77,11 +77,19 @@ static double thread_cpu_us(void) {
     while (thread_cpu_us() < until_) BENCH_SPIN(x, 5000);                 \
   } while (0)
 
-static void device_wait(double us) {
+static struct timespec device_time(double us) {
   struct timespec ts = {(time_t)(us / 1e6), (long)((us - (double)(long)(us / 1e6) * 1e6) * 1e3)};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
+  return ts;
 }
+
+/* Waits `us` microseconds for the device; a macro, so that the wait is the
+   line of the stage that uses it. */
+#define DEVICE_WAIT(us)                                                   \
+  do {                                                                    \
+    struct timespec ts_ = device_time(us);                                \
+    while (nanosleep(&ts_, &ts_) != 0 && errno == EINTR) {                \
+    }                                                                     \
+  } while (0)
 
 /* A value of 0 is a "stop" token; real items are odd. */
 static struct queue q12, q23;
@@ -100,7 +108,7 @@ static void *stage1(void *arg) {
     if (i < 0) break;
     uint64_t x = (uint64_t)i * 2 + 1;
     COMPUTE(x, w1 * cpu_pct / 100.0); /* KEY:WORK1 */
-    device_wait(w1 * (100 - cpu_pct) / 100.0); /* KEY:DEVICE1 */
+    DEVICE_WAIT(w1 * (100 - cpu_pct) / 100.0); /* KEY:DEVICE1 */
     queue_push(&q12, x | 1);
   }
   pthread_mutex_lock(&count_lock);
@@ -115,7 +123,7 @@ static void *stage2(void *arg) {
   (void)arg;
   for (uint64_t x; (x = queue_pop(&q12)) != 0;) {
     COMPUTE(x, w2 * cpu_pct / 100.0); /* KEY:WORK2 */
-    device_wait(w2 * (100 - cpu_pct) / 100.0); /* KEY:DEVICE2 */
+    DEVICE_WAIT(w2 * (100 - cpu_pct) / 100.0); /* KEY:DEVICE2 */
     queue_push(&q23, x | 1);
   }
   pthread_mutex_lock(&count_lock);
@@ -130,7 +138,7 @@ static void *stage3(void *arg) {
   (void)arg;
   for (uint64_t x; (x = queue_pop(&q23)) != 0;) {
     COMPUTE(x, w3 * cpu_pct / 100.0); /* KEY:WORK3 */
-    device_wait(w3 * (100 - cpu_pct) / 100.0); /* KEY:DEVICE3 */
+    DEVICE_WAIT(w3 * (100 - cpu_pct) / 100.0); /* KEY:DEVICE3 */
     pthread_mutex_lock(&count_lock);
     stage3_sum += x;
     stage3_items++;

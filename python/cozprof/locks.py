@@ -40,6 +40,7 @@ TOP_SITES = 5                     # acquisition sites of a lock joined to the ca
 SOURCE_SCAN_LINES = 400           # how far the source is read after an acquisition for its release
 
 SYNC_WAITS = ("lock", "sync")     # wait categories that are waiting for other threads
+QUIET_MODES = ("locks-only", "sampling-only")   # runs without experiments, hence without delays
 MAIN_GROUP = "main"
 
 CATEGORIES = ("improper-granularity", "asymmetric-contention", "over-synchronization",
@@ -58,9 +59,9 @@ def choose_run(profile, pid=None):
     """The run whose counters are analysed, and the other runs that have some.
 
     With `pid`, the run of that process (the last one if several). Otherwise the
-    last run made with --locks-only (its counters are not disturbed by the delays
-    of experiments), else the last run with counters. Raises CozError when no
-    run qualifies."""
+    last run without experiments (--locks-only or --sampling-only: its counters
+    are not disturbed by the delays of experiments), else the last run with
+    counters. Raises CozError when no run qualifies."""
     candidates = [r for r in profile.runs if has_counters(r)]
     if pid is not None:
         mine = [r for r in candidates if r.startup.get("pid") == pid]
@@ -74,16 +75,22 @@ def choose_run(profile, pid=None):
                        hint="profile with 'coz run --locks-only --- ./program' (a causal "
                             "'coz run' writes them too)")
     else:
-        quiet = [r for r in candidates if r.mode == "locks-only"]
+        quiet = [r for r in candidates if r.mode in QUIET_MODES]
         chosen = (quiet or candidates)[-1]
     return chosen, [r for r in candidates if r is not chosen]
 
 
+def run_length_ns(run):
+    """The run's length: `elapsed_ns` of its last `locks` record, else the
+    `wall_ns` of its `counters` record, else 0."""
+    if run.locks is not None:
+        return _nonneg(run.locks.get("elapsed_ns", 0))
+    return _nonneg((run.counters or {}).get("wall_ns", 0))
+
+
 def _describe_run(run):
-    locks = run.locks or {}
     return {"path": run.path, "index": run.index, "pid": run.startup.get("pid"),
-            "argv0": run.startup.get("argv0"), "mode": run.mode,
-            "elapsed_ns": _nonneg(locks.get("elapsed_ns", 0))}
+            "argv0": run.startup.get("argv0"), "mode": run.mode, "elapsed_ns": run_length_ns(run)}
 
 
 # -- figures -----------------------------------------------------------------
@@ -592,10 +599,15 @@ def load_imbalance(threads, th):
     return result
 
 
-def hottest_line(profile, group):
+def hottest_line(profile, group, run=None):
     """The line where the threads of `group` spent the most time not waiting for
-    other threads, from the conventional profile's stacks (all runs): (line,
-    time_ns), or (None, 0) when the profile has no stacks of that group."""
+    other threads, from the conventional profile's stacks of `run`, or of every
+    run of the profile when `run` has none of that group: (line, time_ns), or
+    (None, 0) when there are no stacks of that group."""
+    if run is not None:
+        line, ns = hottest_line(_Only(profile, run), group)
+        if line is not None:
+            return line, ns
     known = set()
     for r in profile.runs:
         known.update(r.samples)
@@ -616,6 +628,13 @@ def hottest_line(profile, group):
         return None, 0
     line = max(per_line, key=lambda k: (per_line[k], k))
     return line, per_line[line]
+
+
+class _Only:
+    """A profile reduced to one of its runs (for hottest_line)."""
+
+    def __init__(self, profile, run):
+        self.runs = [run]
 
 
 def _first_in_scope(run, stack, known, argv0):
@@ -675,7 +694,7 @@ def analyze_locks(profile, pid=None, th=None, causal=None, causal_note=None, rea
         warnings.append("the run has thread records but no lock counters")
     elif elapsed_ns <= 0:
         warnings.append("the lock counters cover no time (elapsed_ns is 0): frequencies are 0")
-    if run.mode not in ("locks-only", "sampling-only"):
+    if run.mode not in QUIET_MODES:
         warnings.append("the counters come from a run with experiments: hold and wait times "
                         "include the delays inserted while locks were held (run with "
                         "--locks-only for undisturbed figures)")
@@ -733,7 +752,7 @@ def analyze_locks(profile, pid=None, th=None, causal=None, causal_note=None, rea
     imbalance["hottest_line_ns"] = 0
     imbalance["causal"] = None
     if imbalance["slowest"] is not None:
-        line, ns = hottest_line(profile, imbalance["slowest"])
+        line, ns = hottest_line(profile, imbalance["slowest"], run)
         imbalance["hottest_line"], imbalance["hottest_line_ns"] = line, ns
         if line is not None and line in index:
             imbalance["causal"] = _causal_entry(line, "hottest", index[line])

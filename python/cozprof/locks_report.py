@@ -39,8 +39,8 @@ def add_arguments(p):
                    help=f"difference of the thread groups' waiting, in percent of their "
                         f"lifetime, reported as load imbalance (default {locks.IMBALANCE * 100:g})")
     p.add_argument("--pid", default=None, metavar="PID",
-                   help="report on the run of this process (default: the last --locks-only run, "
-                        "else the last run with counters)")
+                   help="report on the run of this process (default: the last run without "
+                        "experiments, else the last run with counters)")
     p.add_argument("--all-runs", action="store_true",
                    help="use every run of each profile, not only those of its latest build "
                         "(program and build-id)")
@@ -99,7 +99,7 @@ def causal_analysis(prof):
     """(analysis, note): the causal analysis of the profile's experiments, or
     None and why there is none."""
     if not prof.experiments:
-        return None, "the profile has no experiments (a --locks-only run): no causal predictions"
+        return None, "the profile has no experiments: no causal predictions"
     try:
         from . import analysis
     except ImportError as e:

@@ -556,6 +556,18 @@ def test_slowest_group_hottest_line_from_stacks(tmp_path):
     assert (imb["slowest"], imb["hottest_line"], imb["hottest_line_ns"]) == ("stage3", "/src/p.c:81", 40_000_000)
     assert imb["causal"]["line"] == "/src/p.c:81" and imb["causal"]["impact"] == 0.3
     assert only_finding(r)["best_causal"]["line"] == "/src/p.c:81"
+    # Two runs: the reported run's stacks only; a run without stacks borrows the others'.
+    both = write_profile(tmp_path / "q.coz", runs=[
+        dict(threads=ts, extra=extra, startup={"pid": 1, "mode": "causal"}),
+        dict(threads=ts, extra=extra, startup={"pid": 2})])
+    r = locks.analyze_locks(profile.load([both]), read_source=lambda p: None)
+    assert r["run"]["pid"] == 2 and r["load_imbalance"]["hottest_line_ns"] == 40_000_000
+    bare = write_profile(tmp_path / "b.coz", runs=[
+        dict(threads=ts, extra=extra, startup={"pid": 1, "mode": "causal"}),
+        dict(threads=ts, startup={"pid": 2})])
+    r = locks.analyze_locks(profile.load([bare]), read_source=lambda p: None)
+    assert r["run"]["pid"] == 2
+    assert r["load_imbalance"]["hottest_line"] == "/src/p.c:81"
 
 
 # -- runs, the command line --------------------------------------------------------------------
@@ -565,7 +577,7 @@ def simple_lock(site="/src/app.c:10"):
                         "trylocks": 0, "trylock_failures": 0, "threads": 4, "sites": []}, site=site)
 
 
-def test_the_last_locks_only_run_is_chosen_and_pid_picks_another(tmp_path):
+def test_the_last_run_without_experiments_is_chosen_and_pid_picks_another(tmp_path):
     path = write_profile(tmp_path / "p.coz", runs=[
         dict(lock_recs=[simple_lock("/src/a.c:1")], startup={"pid": 1}),
         dict(lock_recs=[simple_lock("/src/b.c:1")], startup={"pid": 2, "mode": "causal"}),
@@ -573,6 +585,13 @@ def test_the_last_locks_only_run_is_chosen_and_pid_picks_another(tmp_path):
     r = analyse(path)
     assert r["run"]["pid"] == 1 and [o["pid"] for o in r["other_runs"]] == [2, 3]
     assert r["locks"][0]["site"] == "/src/a.c:1"
+    assert not any("include the delays" in w for w in r["warnings"])
+    # A sampling-only run has no delays either; the last such run wins.
+    path2 = write_profile(tmp_path / "q.coz", runs=[
+        dict(lock_recs=[simple_lock("/src/a.c:1")], startup={"pid": 1}),
+        dict(lock_recs=[simple_lock("/src/b.c:1")], startup={"pid": 2, "mode": "sampling-only"}),
+        dict(lock_recs=[simple_lock("/src/c.c:1")], startup={"pid": 3, "mode": "causal"})])
+    assert analyse(path2)["run"]["pid"] == 2
     r = analyse(path, pid=3)
     assert r["run"]["pid"] == 3 and r["locks"][0]["site"] == "/src/c.c:1"
     assert any("include the delays" in w for w in r["warnings"])
@@ -673,6 +692,21 @@ def test_cli_help_names_every_option(capsys):
     for option in ("--json", "--frequency", "--contention", "--long-hold", "--short-hold",
                    "--asymmetry", "--imbalance", "--pid", "--all-runs"):
         assert option in out
+
+
+def test_run_length_falls_back_to_the_counters_record(tmp_path):
+    extra = [{"type": "counters", "task_clock_ns": 5, "user_ns": 5, "system_ns": 0,
+              "context_switches": {"voluntary": 0, "involuntary": 0},
+              "page_faults": {"minor": 0, "major": 0}, "migrations": None, "hardware": None,
+              "hardware_unavailable": None, "wall_ns": 123456789}]
+    path = tmp_path / "p.coz"
+    with open(path, "w") as f:
+        for rec in [STARTUP, *extra, dict({"type": "thread"}, **thread(1, "main", E9))]:
+            f.write(json.dumps(rec) + "\n")
+    r = analyse(str(path))
+    assert r["run"]["elapsed_ns"] == 123456789
+    assert r["warnings"] == ["the run has thread records but no lock counters"]
+    assert r["locks"] == []
 
 
 def test_cli_profile_without_counters(tmp_path, capsys):
