@@ -112,6 +112,8 @@ const std::vector<Option>& options() {
          c->blocked_scope = v;
          return c->blocked_scope.find_first_not_of("ilsy") == std::string::npos;
        }},
+      {"COZ_LOCKS_ONLY", "0 or 1",
+       [](const char* v, Config* c) { return parse_bool(v, &c->locks_only); }},
       {"COZ_SAMPLING_ONLY", "0 or 1",
        [](const char* v, Config* c) { return parse_bool(v, &c->sampling_only); }},
       {"COZ_WARN_STDERR", "0 or 1",

@@ -25,6 +25,7 @@ struct Config {
   bool follow_children = false;                   // COZ_FOLLOW_CHILDREN
   bool warn_stderr = true;                        // COZ_WARN_STDERR; 0: warnings go to the profile only
   bool sampling_only = false;                     // COZ_SAMPLING_ONLY: the conventional profile, no experiments
+  bool locks_only = false;                        // COZ_LOCKS_ONLY: synchronization counters and threads only
   std::string blocked_scope = "ils";              // COZ_BLOCKED_SCOPE: waits experiments speed up: i io, l lock, s sleep, y sync
   long launcher_pid = 0;                          // COZ_LAUNCHER_PID; 0 = profile whoever loads us
 };

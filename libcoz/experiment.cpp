@@ -72,7 +72,9 @@ Profiler::Profiler(const Config& config, LineMap* lines, ProfileWriter* writer, 
       writer_(writer),
       hooks_(std::move(hooks)),
       rng_(static_cast<uint32_t>(now_real() ^ static_cast<uint64_t>(getpid()))),
-      length_ns_(config.experiment_length_ns) {}
+      length_ns_(config.experiment_length_ns) {
+  locks_.calibrate();  // the time-stamp counter's rate is measured from here on
+}
 
 void Profiler::set_fixed(const Line* line, std::vector<AddrRange> ranges) {
   fixed_ = line;
@@ -196,9 +198,17 @@ void Profiler::drain() {
     take(t->lost_records, &t->reported_lost, &total_lost_);
     take(t->dropped_samples, &t->reported_dropped, &total_dropped_);
     take(t->skipped_records, &t->reported_skipped, &total_skipped_);
+    if (t->locks && t->state.load() == 2) {
+      locks_.take(t->tid, *t->locks, true);  // its final counts, once: the table goes with them
+      free_lock_table(t->locks);
+      t->locks = nullptr;
+    } else if (t->locks && flush_locks_) {
+      locks_.take(t->tid, *t->locks, false);
+    }
     if (t->state.load() == 2 && t->tid) {  // ended: its record is written once its samples are counted
       ThreadInfo& info = threads_[t->tid];
       info.record.end_ns = t->end_ns;
+      info.record.cpu_clock_ns = t->cpu_clock_ns;
       info.record.thread = t->name;
       info.named = true;
       ended_.push_back(t->tid);
@@ -304,7 +314,70 @@ void Profiler::maybe_flush_stacks() {
   uint64_t elapsed = now_mono() - start_mono_;
   if (elapsed < next_flush_ns_) return;
   flush_stacks();
+  write_locks();
   next_flush_ns_ = next_stack_flush_ns(elapsed);
+}
+
+std::string Profiler::site_name(uintptr_t pc) {
+  if (!pc) return "";
+  if (const Line* l = line_of(pc)) return l->name();
+  // Outside the scope: the function and its object, from the symbolizer.
+  Symbolized s = symbolizer_.symbolize(pc);
+  std::string fn = s.frames.empty() ? "" : s.frames.back().function;
+  std::string obj = s.object.substr(s.object.rfind('/') == std::string::npos ? 0 : s.object.rfind('/') + 1);
+  return (fn.empty() ? "?" : fn) + " (" + (obj.empty() ? "?" : obj) + ")";
+}
+
+void Profiler::write_locks() {
+  // Live threads' tables are read at this look (their counts replace what
+  // they gave last time); ended ones were taken at their end.
+  flush_locks_ = true;
+  drain();
+  flush_locks_ = false;
+  locks_.calibrate();
+  LocksRecord r;
+  r.elapsed_ns = now_mono() - start_mono_;
+  auto convert = [&](const LockTotals& t, LockRecord* l) {
+    l->kind = lock_kind_name(t.kind);
+    l->site = site_name(t.init_site ? t.init_site : t.first_site);
+    l->all.acquisitions = t.all.acquisitions;
+    l->all.contended = t.all.contended;
+    l->all.wait_ns = t.all.wait_ns;
+    l->all.hold_ns = static_cast<uint64_t>(static_cast<double>(t.all.hold_ticks) * locks_.ns_per_tick());
+    l->all.trylocks = t.all.trylocks;
+    l->all.trylock_failures = t.all.trylock_failures;
+    l->threads = t.threads.size();
+    for (auto& s : t.sites) {
+      LockSiteRecord x;
+      x.site = site_name(s.first);
+      x.acquisitions = s.second.acquisitions;
+      x.contended = s.second.contended;
+      x.wait_ns = s.second.wait_ns;
+      x.hold_ns = static_cast<uint64_t>(static_cast<double>(s.second.hold_ticks) * locks_.ns_per_tick());
+      x.trylocks = s.second.trylocks;
+      x.trylock_failures = s.second.trylock_failures;
+      l->sites.push_back(std::move(x));
+    }
+    std::sort(l->sites.begin(), l->sites.end(),
+              [](const LockSiteRecord& a, const LockSiteRecord& b) { return a.site < b.site; });
+  };
+  for (auto& kv : locks_.objects()) {
+    LockRecord l;
+    auto it = lock_ids_.find(kv.first);
+    if (it == lock_ids_.end()) it = lock_ids_.emplace(kv.first, lock_ids_.size() + 1).first;
+    l.id = it->second;
+    l.address = kv.first;
+    convert(kv.second, &l);
+    r.locks.push_back(std::move(l));
+  }
+  std::sort(r.locks.begin(), r.locks.end(), [](const LockRecord& a, const LockRecord& b) { return a.id < b.id; });
+  for (auto& kv : locks_.folded()) {
+    LockRecord l;
+    convert(kv.second, &l);
+    l.id = kv.second.all.acquisitions;  // (written as "objects": not known exactly, acquisitions bound it)
+    r.folded.push_back(std::move(l));
+  }
+  writer_->locks(r);
 }
 
 void Profiler::run_one_experiment(const Line* line, const std::vector<AddrRange>& ranges, int speedup) {
@@ -441,10 +514,12 @@ void Profiler::write_final() {
   uint64_t now = now_mono();
   for (auto& kv : threads_) {
     kv.second.record.end_ns = now;
+    kv.second.record.cpu_clock_ns = thread_cpu_ns(kv.first);
     finish_thread(&kv.second);
   }
   threads_.clear();
   flush_stacks();
+  write_locks();
   write_counters();
   ShutdownRecord r;
   r.time_ns = now_real();
@@ -456,7 +531,7 @@ void Profiler::write_final() {
   r.skipped_records = total_skipped_;
   r.truncated_stacks = truncated_;
   r.experiments = experiments_;
-  if (progress().empty() && !config_.sampling_only) {
+  if (progress().empty() && !config_.sampling_only && !config_.locks_only) {
     std::string msg =
         "no progress point was reached: add COZ_PROGRESS to the program (include <coz.h>), "
         "or give --progress file:line or --end-to-end";
@@ -465,6 +540,14 @@ void Profiler::write_final() {
   writer_->shutdown(r);
   final_written_.store(1, std::memory_order_release);
   futex_wake(&final_written_);
+}
+
+// Another thread's CPU time, by the kernel's per-thread clock id.
+uint64_t Profiler::thread_cpu_ns(pid_t tid) {
+  clockid_t clock = static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 6);  // CPUCLOCK_SCHED, per thread
+  timespec ts;
+  if (clock_gettime(clock, &ts) != 0) return 0;
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 void Profiler::write_counters() {
@@ -520,7 +603,7 @@ void Profiler::run_sampling_only() {
 }
 
 void Profiler::run() {
-  if (config_.sampling_only) return run_sampling_only();
+  if (config_.sampling_only || config_.locks_only) return run_sampling_only();
   Shared& s = shared();
   while (!stopping()) {
     drain();

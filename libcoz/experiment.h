@@ -15,6 +15,7 @@
 #include "line_map.h"
 #include "profile_writer.h"
 #include "progress.h"
+#include "locks.h"
 #include "stacks.h"
 #include "symbolizer.h"
 #include "thread_state.h"
@@ -150,6 +151,12 @@ class Profiler {
   void flush_stacks();
   void maybe_flush_stacks();
   void write_counters();
+  void write_locks();
+  static uint64_t thread_cpu_ns(pid_t tid);
+  std::string site_name(uintptr_t pc);
+  LockMerger locks_;
+  std::unordered_map<uintptr_t, uint64_t> lock_ids_;
+  bool flush_locks_ = false;  // the next drain reads the live threads' lock tables
   void run_sampling_only();
   void account_blocked(pid_t tid, uint32_t kind, const Sample& smp);
   void account_other_waits(uint64_t period);

@@ -29,6 +29,7 @@
 
 #include "real.h"
 #include "runtime.h"
+#include "sync_hooks.h"
 #include "waits.h"
 
 #define COZ_EXPORT extern "C" __attribute__((visibility("default")))
@@ -37,7 +38,12 @@ using coz::hook_post_block;
 using coz::hook_pre_block;
 using coz::hook_wake;
 
+using coz::LockKind;
 using coz::WaitKind;
+
+// The interposed function's return address: the program's call site when it
+// called the function itself.
+#define RA __builtin_return_address(0)
 
 // Runs `call` as a blocking call of category `kind`; `woken` is an
 // expression of `rc` telling whether another program thread released this one.
@@ -71,6 +77,16 @@ COZ_REAL_FN(pthread_mutex_trylock, nullptr)
 COZ_REAL_FN(pthread_mutex_timedlock, nullptr)
 COZ_REAL_FN(pthread_mutex_clocklock, nullptr)
 COZ_REAL_FN(pthread_mutex_unlock, nullptr)
+COZ_REAL_FN(pthread_mutex_init, nullptr)
+COZ_REAL_FN(pthread_rwlock_init, nullptr)
+COZ_REAL_FN(pthread_cond_init, COND_VERSION)
+COZ_REAL_FN(pthread_barrier_init, nullptr)
+COZ_REAL_FN(sem_init, nullptr)
+COZ_REAL_FN(pthread_spin_trylock, nullptr)
+COZ_REAL_FN(pthread_spin_init, nullptr)
+COZ_REAL_FN(mtx_trylock, nullptr)
+COZ_REAL_FN(mtx_init, nullptr)
+COZ_REAL_FN(cnd_init, nullptr)
 COZ_REAL_FN(pthread_cond_wait, COND_VERSION)
 COZ_REAL_FN(pthread_cond_timedwait, COND_VERSION)
 COZ_REAL_FN(pthread_cond_clockwait, nullptr)
@@ -211,40 +227,63 @@ COZ_EXPORT int pthread_clockjoin_np(pthread_t t, void** value, clockid_t clock, 
 
 // ---- mutexes ----
 
-// block: released by the holder's unlock.
+// block (when taken): released by the holder's unlock.
 COZ_EXPORT int pthread_mutex_lock(pthread_mutex_t* m) noexcept {
-  return COZ_LOCK(real_pthread_mutex_lock()(m), rc == 0);
+  return coz::acquire(
+      LockKind::kMutex, m, RA, coz::lock_wait, [&] { return real_pthread_mutex_trylock()(m); },
+      [&] { return real_pthread_mutex_lock()(m); }, coz::pthread_taken, coz::pthread_got);
 }
-// never blocks: nothing to account.
-COZ_EXPORT int pthread_mutex_trylock(pthread_mutex_t* m) noexcept { return real_pthread_mutex_trylock()(m); }
-// block, bounded by a timeout.
+// never blocks: counted as a try.
+COZ_EXPORT int pthread_mutex_trylock(pthread_mutex_t* m) noexcept {
+  return coz::try_acquire(LockKind::kMutex, m, RA, [&] { return real_pthread_mutex_trylock()(m); }, coz::pthread_got);
+}
+// block (when taken), bounded by a timeout.
 COZ_EXPORT int pthread_mutex_timedlock(pthread_mutex_t* m, const struct timespec* abstime) noexcept {
-  return COZ_TIMED(WaitKind::kLock, real_pthread_mutex_timedlock()(m, abstime), rc == 0, rc == ETIMEDOUT);
+  return coz::acquire(
+      LockKind::kMutex, m, RA, coz::timed_lock_wait, [&] { return real_pthread_mutex_trylock()(m); },
+      [&] { return real_pthread_mutex_timedlock()(m, abstime); }, coz::pthread_taken, coz::pthread_got);
 }
 COZ_EXPORT int pthread_mutex_clocklock(pthread_mutex_t* m, clockid_t clock, const struct timespec* abstime) noexcept {
-  return COZ_TIMED(WaitKind::kLock, real_pthread_mutex_clocklock()(m, clock, abstime), rc == 0, rc == ETIMEDOUT);
+  return coz::acquire(
+      LockKind::kMutex, m, RA, coz::timed_lock_wait, [&] { return real_pthread_mutex_trylock()(m); },
+      [&] { return real_pthread_mutex_clocklock()(m, clock, abstime); }, coz::pthread_taken, coz::pthread_got);
 }
 // wake: a waiter may take the lock.
 COZ_EXPORT int pthread_mutex_unlock(pthread_mutex_t* m) noexcept {
-  hook_wake();
+  coz::release(m);
   return real_pthread_mutex_unlock()(m);
+}
+// the lock's identity: where it was initialized.
+COZ_EXPORT int pthread_mutex_init(pthread_mutex_t* m, const pthread_mutexattr_t* a) noexcept {
+  coz::initialized(m, RA);
+  return real_pthread_mutex_init()(m, a);
 }
 
 // ---- condition variables ----
 
-// wake (the mutex is released), then block until signalled.
+// wake (the mutex is released: its hold ends), then block until
+// signalled; the mutex is held again when it returns.
+#define COZ_COND_WAIT(kind, call, m, c)                                 \
+  ({                                                                     \
+    coz::release(m);                                                     \
+    int rc_ = COZ_TIMED(kind, call, rc == 0, rc == ETIMEDOUT);            \
+    coz::waited_for(LockKind::kCond, c, RA);                             \
+    coz::reacquired(m, RA);                                              \
+    rc_;                                                                 \
+  })
 COZ_EXPORT int pthread_cond_wait(pthread_cond_t* c, pthread_mutex_t* m) {
-  hook_wake();
-  return COZ_BLOCK(real_pthread_cond_wait()(c, m), rc == 0);
+  return COZ_COND_WAIT(WaitKind::kSync, real_pthread_cond_wait()(c, m), m, c);
 }
 COZ_EXPORT int pthread_cond_timedwait(pthread_cond_t* c, pthread_mutex_t* m, const struct timespec* abstime) {
-  hook_wake();
-  return COZ_TIMED(WaitKind::kSync, real_pthread_cond_timedwait()(c, m, abstime), rc == 0, rc == ETIMEDOUT);
+  return COZ_COND_WAIT(WaitKind::kSync, real_pthread_cond_timedwait()(c, m, abstime), m, c);
 }
 COZ_EXPORT int pthread_cond_clockwait(pthread_cond_t* c, pthread_mutex_t* m, clockid_t clock,
                                       const struct timespec* abstime) {
-  hook_wake();
-  return COZ_TIMED(WaitKind::kSync, real_pthread_cond_clockwait()(c, m, clock, abstime), rc == 0, rc == ETIMEDOUT);
+  return COZ_COND_WAIT(WaitKind::kSync, real_pthread_cond_clockwait()(c, m, clock, abstime), m, c);
+}
+COZ_EXPORT int pthread_cond_init(pthread_cond_t* c, const pthread_condattr_t* a) noexcept {
+  coz::initialized(c, RA);
+  return real_pthread_cond_init()(c, a);
 }
 // wake.
 COZ_EXPORT int pthread_cond_signal(pthread_cond_t* c) noexcept {
@@ -261,54 +300,82 @@ COZ_EXPORT int pthread_cond_broadcast(pthread_cond_t* c) noexcept {
 // wake (the last arrival releases all), and block until all arrive.
 COZ_EXPORT int pthread_barrier_wait(pthread_barrier_t* b) noexcept {
   hook_wake();
-  return COZ_BLOCK(real_pthread_barrier_wait()(b), true);
+  int rc = COZ_BLOCK(real_pthread_barrier_wait()(b), true);
+  coz::waited_for(LockKind::kBarrier, b, RA);
+  return rc;
+}
+COZ_EXPORT int pthread_barrier_init(pthread_barrier_t* b, const pthread_barrierattr_t* a, unsigned n) noexcept {
+  coz::initialized(b, RA);
+  return real_pthread_barrier_init()(b, a, n);
 }
 
 // ---- read-write locks ----
 
-// block: released by a writer's (or the last reader's) unlock.
+// block (when taken): released by a writer's (or the last reader's) unlock.
+#define COZ_RWLOCK(tryfn, call, wait_kind)                                                              \
+  coz::acquire(LockKind::kRwlock, l, RA, wait_kind, [&] { return real_##tryfn()(l); }, [&] { return call; }, \
+               coz::pthread_taken, coz::pthread_got)
 COZ_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t* l) noexcept {
-  return COZ_LOCK(real_pthread_rwlock_rdlock()(l), rc == 0);
+  return COZ_RWLOCK(pthread_rwlock_tryrdlock, real_pthread_rwlock_rdlock()(l), coz::lock_wait);
 }
 COZ_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t* l) noexcept {
-  return COZ_LOCK(real_pthread_rwlock_wrlock()(l), rc == 0);
+  return COZ_RWLOCK(pthread_rwlock_trywrlock, real_pthread_rwlock_wrlock()(l), coz::lock_wait);
 }
-// never block: nothing to account.
-COZ_EXPORT int pthread_rwlock_tryrdlock(pthread_rwlock_t* l) noexcept { return real_pthread_rwlock_tryrdlock()(l); }
-COZ_EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t* l) noexcept { return real_pthread_rwlock_trywrlock()(l); }
-// block, bounded by a timeout.
+// never block: counted as tries.
+COZ_EXPORT int pthread_rwlock_tryrdlock(pthread_rwlock_t* l) noexcept {
+  return coz::try_acquire(LockKind::kRwlock, l, RA, [&] { return real_pthread_rwlock_tryrdlock()(l); }, coz::pthread_got);
+}
+COZ_EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t* l) noexcept {
+  return coz::try_acquire(LockKind::kRwlock, l, RA, [&] { return real_pthread_rwlock_trywrlock()(l); }, coz::pthread_got);
+}
+// block (when taken), bounded by a timeout.
 COZ_EXPORT int pthread_rwlock_timedrdlock(pthread_rwlock_t* l, const struct timespec* t) noexcept {
-  return COZ_TIMED(WaitKind::kLock, real_pthread_rwlock_timedrdlock()(l, t), rc == 0, rc == ETIMEDOUT);
+  return COZ_RWLOCK(pthread_rwlock_tryrdlock, real_pthread_rwlock_timedrdlock()(l, t), coz::timed_lock_wait);
 }
 COZ_EXPORT int pthread_rwlock_timedwrlock(pthread_rwlock_t* l, const struct timespec* t) noexcept {
-  return COZ_TIMED(WaitKind::kLock, real_pthread_rwlock_timedwrlock()(l, t), rc == 0, rc == ETIMEDOUT);
+  return COZ_RWLOCK(pthread_rwlock_trywrlock, real_pthread_rwlock_timedwrlock()(l, t), coz::timed_lock_wait);
 }
 COZ_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t* l, clockid_t c, const struct timespec* t) noexcept {
-  return COZ_TIMED(WaitKind::kLock, real_pthread_rwlock_clockrdlock()(l, c, t), rc == 0, rc == ETIMEDOUT);
+  return COZ_RWLOCK(pthread_rwlock_tryrdlock, real_pthread_rwlock_clockrdlock()(l, c, t), coz::timed_lock_wait);
 }
 COZ_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t* l, clockid_t c, const struct timespec* t) noexcept {
-  return COZ_TIMED(WaitKind::kLock, real_pthread_rwlock_clockwrlock()(l, c, t), rc == 0, rc == ETIMEDOUT);
+  return COZ_RWLOCK(pthread_rwlock_trywrlock, real_pthread_rwlock_clockwrlock()(l, c, t), coz::timed_lock_wait);
 }
 // wake.
 COZ_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t* l) noexcept {
-  hook_wake();
+  coz::release(l);
   return real_pthread_rwlock_unlock()(l);
+}
+COZ_EXPORT int pthread_rwlock_init(pthread_rwlock_t* l, const pthread_rwlockattr_t* a) noexcept {
+  coz::initialized(l, RA);
+  return real_pthread_rwlock_init()(l, a);
 }
 
 // ---- POSIX semaphores ----
 
-// block: released by sem_post.
-COZ_EXPORT int sem_wait(sem_t* s) { return COZ_LOCK(real_sem_wait()(s), rc == 0); }
-COZ_EXPORT int sem_timedwait(sem_t* s, const struct timespec* t) { return COZ_TIMED(WaitKind::kLock, real_sem_timedwait()(s, t), rc == 0, rc == -1 && errno == ETIMEDOUT); }
-COZ_EXPORT int sem_clockwait(sem_t* s, clockid_t c, const struct timespec* t) {
-  return COZ_TIMED(WaitKind::kLock, real_sem_clockwait()(s, c, t), rc == 0, rc == -1 && errno == ETIMEDOUT);
+// block (when none is left): released by sem_post.
+#define COZ_SEM(call, wait_kind)                                                                          \
+  coz::acquire(LockKind::kSemaphore, s, RA, wait_kind, [&] { return real_sem_trywait()(s); }, [&] { return call; }, \
+               [](int rc) { return rc == -1 && errno == EAGAIN; }, [](int rc) { return rc == 0; })
+COZ_EXPORT int sem_wait(sem_t* s) { return COZ_SEM(real_sem_wait()(s), coz::lock_wait); }
+COZ_EXPORT int sem_timedwait(sem_t* s, const struct timespec* t) {
+  return COZ_SEM(real_sem_timedwait()(s, t), [](int rc) { return rc == -1 && errno == ETIMEDOUT ? WaitKind::kSleep : WaitKind::kLock; });
 }
-// never blocks: nothing to account.
-COZ_EXPORT int sem_trywait(sem_t* s) noexcept { return real_sem_trywait()(s); }
+COZ_EXPORT int sem_clockwait(sem_t* s, clockid_t c, const struct timespec* t) {
+  return COZ_SEM(real_sem_clockwait()(s, c, t), [](int rc) { return rc == -1 && errno == ETIMEDOUT ? WaitKind::kSleep : WaitKind::kLock; });
+}
+// never blocks: counted as a try.
+COZ_EXPORT int sem_trywait(sem_t* s) noexcept {
+  return coz::try_acquire(LockKind::kSemaphore, s, RA, [&] { return real_sem_trywait()(s); }, [](int rc) { return rc == 0; });
+}
 // wake.
 COZ_EXPORT int sem_post(sem_t* s) noexcept {
   hook_wake();
   return real_sem_post()(s);
+}
+COZ_EXPORT int sem_init(sem_t* s, int shared, unsigned value) noexcept {
+  coz::initialized(s, RA);
+  return real_sem_init()(s, shared, value);
 }
 
 // ---- signals as synchronization ----
@@ -592,14 +659,26 @@ COZ_EXPORT pid_t wait4(pid_t pid, int* status, int options, struct rusage* usage
 
 // ---- spin locks ----
 
-// block: spins until the holder's unlock.
+// (A spin lock is a volatile int: its address as the object's identity.)
+#define SPIN_OBJ reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(l))
+// block (when taken): spins until the holder's unlock.
 COZ_EXPORT int pthread_spin_lock(pthread_spinlock_t* l) noexcept {
-  return COZ_LOCK(real_pthread_spin_lock()(l), rc == 0);
+  return coz::acquire(
+      LockKind::kSpinlock, SPIN_OBJ, RA, coz::lock_wait, [&] { return real_pthread_spin_trylock()(l); },
+      [&] { return real_pthread_spin_lock()(l); }, coz::pthread_taken, coz::pthread_got);
+}
+// never blocks: counted as a try.
+COZ_EXPORT int pthread_spin_trylock(pthread_spinlock_t* l) noexcept {
+  return coz::try_acquire(LockKind::kSpinlock, SPIN_OBJ, RA, [&] { return real_pthread_spin_trylock()(l); }, coz::pthread_got);
 }
 // wake.
 COZ_EXPORT int pthread_spin_unlock(pthread_spinlock_t* l) noexcept {
-  hook_wake();
+  coz::release(SPIN_OBJ);
   return real_pthread_spin_unlock()(l);
+}
+COZ_EXPORT int pthread_spin_init(pthread_spinlock_t* l, int shared) noexcept {
+  coz::initialized(SPIN_OBJ, RA);
+  return real_pthread_spin_init()(l, shared);
 }
 
 // ---- C11 threads (glibc implements them on its internal pthread symbols,
@@ -625,24 +704,44 @@ COZ_EXPORT void thrd_exit(int res) {
 COZ_EXPORT int thrd_sleep(const struct timespec* d, struct timespec* rem) {
   return COZ_SLEEP(real_thrd_sleep()(d, rem));
 }
-// block: released by the holder's unlock.
-COZ_EXPORT int mtx_lock(mtx_t* m) { return COZ_LOCK(real_mtx_lock()(m), rc == thrd_success); }
+// block (when taken): released by the holder's unlock.
+#define COZ_MTX(call, wait_kind)                                                                             \
+  coz::acquire(LockKind::kC11Mutex, m, RA, wait_kind, [&] { return real_mtx_trylock()(m); }, [&] { return call; }, \
+               [](int rc) { return rc == thrd_busy; }, [](int rc) { return rc == thrd_success; })
+COZ_EXPORT int mtx_lock(mtx_t* m) { return COZ_MTX(real_mtx_lock()(m), coz::lock_wait); }
 COZ_EXPORT int mtx_timedlock(mtx_t* __restrict m, const struct timespec* __restrict t) {
-  return COZ_TIMED(WaitKind::kLock, real_mtx_timedlock()(m, t), rc == thrd_success, rc == thrd_timedout);
+  return COZ_MTX(real_mtx_timedlock()(m, t), [](int rc) { return rc == thrd_timedout ? WaitKind::kSleep : WaitKind::kLock; });
+}
+// never blocks: counted as a try.
+COZ_EXPORT int mtx_trylock(mtx_t* m) {
+  return coz::try_acquire(LockKind::kC11Mutex, m, RA, [&] { return real_mtx_trylock()(m); },
+                          [](int rc) { return rc == thrd_success; });
 }
 // wake.
 COZ_EXPORT int mtx_unlock(mtx_t* m) {
-  hook_wake();
+  coz::release(m);
   return real_mtx_unlock()(m);
 }
-// wake (the mutex is released), then block until signalled.
-COZ_EXPORT int cnd_wait(cnd_t* c, mtx_t* m) {
-  hook_wake();
-  return COZ_BLOCK(real_cnd_wait()(c, m), rc == thrd_success);
+COZ_EXPORT int mtx_init(mtx_t* m, int type) {
+  coz::initialized(m, RA);
+  return real_mtx_init()(m, type);
 }
+// wake (the mutex is released: its hold ends), then block until signalled.
+#define COZ_CND_WAIT(call, timed_out)                                                        \
+  ({                                                                                          \
+    coz::release(m);                                                                          \
+    int rc_ = COZ_TIMED(WaitKind::kSync, call, rc == thrd_success, timed_out);                \
+    coz::waited_for(LockKind::kC11Cond, c, RA);                                               \
+    coz::reacquired(m, RA, LockKind::kC11Mutex);                                              \
+    rc_;                                                                                      \
+  })
+COZ_EXPORT int cnd_wait(cnd_t* c, mtx_t* m) { return COZ_CND_WAIT(real_cnd_wait()(c, m), false); }
 COZ_EXPORT int cnd_timedwait(cnd_t* __restrict c, mtx_t* __restrict m, const struct timespec* __restrict t) {
-  hook_wake();
-  return COZ_TIMED(WaitKind::kSync, real_cnd_timedwait()(c, m, t), rc == thrd_success, rc == thrd_timedout);
+  return COZ_CND_WAIT(real_cnd_timedwait()(c, m, t), rc == thrd_timedout);
+}
+COZ_EXPORT int cnd_init(cnd_t* c) {
+  coz::initialized(c, RA);
+  return real_cnd_init()(c);
 }
 // wake.
 COZ_EXPORT int cnd_signal(cnd_t* c) {
@@ -670,8 +769,11 @@ COZ_EXPORT long syscall(long n, ...) {
     switch (a2 & FUTEX_CMD_MASK) {
       case FUTEX_WAIT:
       case FUTEX_WAIT_BITSET:
-      case FUTEX_WAIT_REQUEUE_PI:
-        return COZ_BLOCK(real_syscall()(n, a1, a2, a3, a4, a5, a6), rc == 0);
+      case FUTEX_WAIT_REQUEUE_PI: {
+        long r = COZ_BLOCK(real_syscall()(n, a1, a2, a3, a4, a5, a6), rc == 0);
+        coz::waited_for(LockKind::kFutex, reinterpret_cast<void*>(a1), RA);
+        return r;
+      }
       case FUTEX_LOCK_PI:
       case FUTEX_LOCK_PI2:
         return COZ_LOCK(real_syscall()(n, a1, a2, a3, a4, a5, a6), rc == 0);

@@ -269,6 +269,7 @@ std::string ProfileWriter::format_thread(const ThreadRecord& r) const {
   std::string out = "{\"type\":\"thread\",\"tid\":" + std::to_string(r.tid) + ",\"thread\":" + json_string(r.thread) +
                     ",\"group\":" + json_string(r.group) + ",\"start_ns\":" + std::to_string(r.start_ns) +
                     ",\"end_ns\":" + std::to_string(r.end_ns) + ",\"cpu_ns\":" + std::to_string(r.cpu_ns) +
+                    ",\"cpu_clock_ns\":" + std::to_string(r.cpu_clock_ns) +
                     ",\"wait_ns\":{";
   for (int i = 0; i < 6; i++) out += (i ? ",\"" : "\"") + std::string(kWaitNames[i]) + "\":" + std::to_string(r.wait_ns[i]);
   return out + "}}\n";
@@ -293,6 +294,41 @@ std::string ProfileWriter::format_counters(const CountersRecord& r) const {
          std::to_string(r.wall_ns) + "}\n";
 }
 
+namespace {
+std::string lock_counts(const LockSiteRecord& c) {
+  return "\"acquisitions\":" + std::to_string(c.acquisitions) + ",\"contended\":" + std::to_string(c.contended) +
+         ",\"wait_ns\":" + std::to_string(c.wait_ns) + ",\"hold_ns\":" + std::to_string(c.hold_ns) +
+         ",\"trylocks\":" + std::to_string(c.trylocks) + ",\"trylock_failures\":" + std::to_string(c.trylock_failures);
+}
+
+std::string lock_list(const std::vector<LockRecord>& v, bool folded) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); i++) {
+    const LockRecord& l = v[i];
+    out += i ? ",{" : "{";
+    if (folded) {
+      out += "\"site\":" + opt_string(l.site) + ",\"kind\":" + json_string(l.kind) +
+             ",\"objects\":" + std::to_string(l.id) + ",";
+    } else {
+      out += "\"id\":" + std::to_string(l.id) + ",\"kind\":" + json_string(l.kind) + ",\"address\":" +
+             std::to_string(l.address) + ",\"site\":" + opt_string(l.site) + ",";
+    }
+    out += lock_counts(l.all) + ",\"threads\":" + std::to_string(l.threads) + ",\"sites\":[";
+    for (size_t k = 0; k < l.sites.size(); k++)
+      out += (k ? ",{\"site\":" : "{\"site\":") + json_string(l.sites[k].site) + "," + lock_counts(l.sites[k]) + "}";
+    out += "]}";
+  }
+  return out + "]";
+}
+}  // namespace
+
+std::string ProfileWriter::format_locks(const LocksRecord& r) const {
+  if (legacy_ || (r.locks.empty() && r.folded.empty())) return "";
+  return "{\"type\":\"locks\",\"elapsed_ns\":" + std::to_string(r.elapsed_ns) + ",\"locks\":" +
+         lock_list(r.locks, false) + ",\"folded\":" + lock_list(r.folded, true) + "}\n";
+}
+
+void ProfileWriter::locks(const LocksRecord& r) { emit_if(format_locks(r)); }
 void ProfileWriter::locations(const std::vector<LocationRecord>& v) { emit_if(format_locations(v)); }
 void ProfileWriter::stacks(const std::vector<StackRecord>& v) { emit_if(format_stacks(v)); }
 void ProfileWriter::stack_counts(const std::vector<StackCount>& v) { emit_if(format_stack_counts(v)); }

@@ -104,7 +104,27 @@ struct ThreadRecord {
   long tid = 0;
   std::string thread, group;
   uint64_t start_ns = 0, end_ns = 0, cpu_ns = 0;
+  uint64_t cpu_clock_ns = 0;  // its CPU time by its own clock, user and system
   uint64_t wait_ns[6] = {0, 0, 0, 0, 0, 0};  // io, lock, sleep, sync, sched, other
+};
+
+// Synchronization counters (a `locks` record).
+struct LockSiteRecord {
+  std::string site;
+  uint64_t acquisitions = 0, contended = 0, wait_ns = 0, hold_ns = 0, trylocks = 0, trylock_failures = 0;
+};
+struct LockRecord {
+  uint64_t id = 0;
+  std::string kind;
+  uint64_t address = 0;  // for folded entries: 0
+  std::string site;      // init or first-use site; empty: unknown
+  LockSiteRecord all;
+  uint64_t threads = 0;
+  std::vector<LockSiteRecord> sites;
+};
+struct LocksRecord {
+  uint64_t elapsed_ns = 0;
+  std::vector<LockRecord> locks, folded;
 };
 
 // A perf stat-style summary of the run (a `counters` record).
@@ -144,6 +164,7 @@ class ProfileWriter {
   void stack_counts(const std::vector<StackCount>& v);
   void thread(const ThreadRecord& r);
   void counters(const CountersRecord& r);
+  void locks(const LocksRecord& r);
 
   // Formatting, exposed for tests.
   std::string format_startup(const StartupRecord& r) const;
@@ -157,6 +178,7 @@ class ProfileWriter {
   std::string format_stack_counts(const std::vector<StackCount>& v) const;
   std::string format_thread(const ThreadRecord& r) const;
   std::string format_counters(const CountersRecord& r) const;
+  std::string format_locks(const LocksRecord& r) const;
   void set_legacy(bool legacy) { legacy_ = legacy; }
   // As if the last write had stopped part-way through a record (tests).
   void mark_cut_for_test() { cut_ = true; }

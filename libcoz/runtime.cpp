@@ -157,7 +157,9 @@ void begin_thread(ThreadState* t, bool inherited) {
     real_pthread_sigmask()(SIG_UNBLOCK, &ss, nullptr);
   }
   std::string why;
-  SamplerKind kind = sampler_start(t, &why);
+  t->tid = raw_gettid();
+  // --locks-only: no sampling at all, only the interposed calls' counters.
+  SamplerKind kind = g_config->locks_only ? SamplerKind::kPerfEvent : sampler_start(t, &why);
   if (kind == SamplerKind::kTimer && !g_timer_announced.exchange(true)) {
     warn("perf-event-refused", why + "; sampling with per-thread CPU timers instead");
   } else if (kind == SamplerKind::kNone) {
@@ -193,6 +195,7 @@ void end_thread(void* arg) {
     t->end_ns = now_mono();
     prctl(PR_GET_NAME, t->name);
     t->migrations = thread_migrations(t->tid);
+    t->cpu_clock_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     tls_state = nullptr;
     t->state.store(2);
   }
@@ -633,7 +636,8 @@ void runtime_init() {
   sr.pid = g_pid;
   sr.argv0 = self_exe();
   sr.build_id = main_build_id();
-  sr.mode = config.sampling_only ? "sampling-only"
+  sr.mode = config.locks_only      ? "locks-only"
+            : config.sampling_only ? "sampling-only"
             : config.end_to_end  ? "end-to-end"
             : config.fixed_line.empty() ? "causal"
                                         : "fixed-line";
@@ -764,7 +768,10 @@ int virtual_sigaction(int sig, const struct sigaction* act, struct sigaction* ol
 int virtual_sigmask(SigmaskFn real, int how, const sigset_t* set, sigset_t* oldset) {
   int ss = sample_signal();
   ThreadState* t = tls_state;
-  if (g_state.load() != kActive || !t) return real(how, set, oldset);
+  // The runtime's own calls (libunwind masks every signal while it holds
+  // its locks) block the sample signal for real: a sample that interrupted
+  // them would unwind with the same locks and deadlock.
+  if (g_state.load() != kActive || !t || tls_in_runtime) return real(how, set, oldset);
   bool was_blocked = t->program_blocks_sample_signal;
   int rc;
   if (set) {

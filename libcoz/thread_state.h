@@ -18,6 +18,8 @@ struct perf_event_mmap_page;
 
 namespace coz {
 
+struct LockTable;
+
 // An immutable, sorted set of address ranges, published through an atomic
 // pointer and never freed while the runtime runs (a new set replaces it).
 struct RangeSet {
@@ -151,6 +153,7 @@ struct ThreadState {
   bool blocked = false;      // between pre_block and post_block: debts wait for post_block
   uint64_t wait_start_ns = 0;  // CLOCK_MONOTONIC when the current wait began
   uint32_t wait_depth = 0;     // waits entered and not left (a signal handler's wait nests in another)
+  uint64_t last_wait_ns = 0;   // how long the last wait lasted (for the synchronization counters)
 
   // Waits (waits.cpp): time waited per category not yet worth a whole
   // blocked sample, and totals the profiler thread reads.
@@ -193,8 +196,13 @@ struct ThreadState {
   uint64_t start_ns = 0, end_ns = 0;  // CLOCK_MONOTONIC
   char name[16] = {0};
   int64_t migrations = -1;  // se.nr_migrations at its end; -1: unknown
+  uint64_t cpu_clock_ns = 0;  // its CPU time at its end (CLOCK_THREAD_CPUTIME_ID)
   static constexpr int kHardwareCounters = 2;  // cycles, instructions
   int hw_fds[kHardwareCounters] = {-1, -1};    // counting events, when the CPU has them
+
+  // Synchronization counters (locks.cpp): allocated at the first call,
+  // merged by the profiler thread, freed with the state.
+  struct LockTable* locks = nullptr;
 
   // 1 live, 2 exited (the profiler thread drains its ring, then recycles it).
   std::atomic<int> state{1};

@@ -29,7 +29,11 @@ namespace coz {
 namespace {
 
 constexpr int kTrackedFds = 65536;
-enum FdKind : uint8_t { kUnknown = 0, kEventfd = 1, kEpollWithSiblings = 2 };
+// What a descriptor links to, learned once per descriptor and forgotten when
+// it is closed or replaced (close, dup2, dup3 are interposed). A descriptor
+// closed by libc itself (fclose) and reused keeps its old answer: the
+// price of not asking the kernel at every read.
+enum FdKind : uint8_t { kUnknown = 0, kEventfd = 1, kEpollWithSiblings = 2, kSiblingLink = 3, kExternal = 4 };
 std::atomic<uint8_t> g_fd_kind[kTrackedFds];  // zero-initialized: static storage
 
 // Inode numbers of the pipes this process created (both ends share one).
@@ -151,6 +155,7 @@ void end_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller) {
   credit_wait(t, woken);
   uint64_t now = wait_clock();
   uint64_t waited = t->wait_start_ns && now > t->wait_start_ns ? now - t->wait_start_ns : 0;
+  t->last_wait_ns = waited;
   const int k = static_cast<int>(kind);
   if (waited) {
     t->wait_total_ns[k].fetch_add(waited, std::memory_order_relaxed);
@@ -199,6 +204,8 @@ void end_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller) {
 void fds_pipe_created(const int fds[2]) {
   struct stat st;
   if (fstat(fds[0], &st) == 0) remember_pipe(st.st_ino);
+  for (int i = 0; i < 2; i++)
+    if (tracked(fds[i])) g_fd_kind[fds[i]].store(kSiblingLink, std::memory_order_relaxed);
 }
 
 void fds_eventfd_created(int fd) {
@@ -219,7 +226,7 @@ void fds_copied(int from, int to) {
   if (!tracked(to)) return;
   fds_closed(to);  // dup2/dup3 close the target first
   uint8_t k = tracked(from) ? g_fd_kind[from].load(std::memory_order_relaxed) : uint8_t{kUnknown};
-  if (k == kEventfd) g_fd_kind[to].store(k, std::memory_order_relaxed);
+  if (k == kEventfd || k == kSiblingLink || k == kExternal) g_fd_kind[to].store(k, std::memory_order_relaxed);
 }
 
 void fds_epoll_ctl(int epfd, int op, int fd, const struct epoll_event* ev) {
@@ -232,8 +239,8 @@ void fds_epoll_ctl(int epfd, int op, int fd, const struct epoll_event* ev) {
   g_fd_kind[epfd].store(kEpollWithSiblings, std::memory_order_relaxed);
 }
 
-bool fd_links_siblings(int fd) {
-  if (tracked(fd) && g_fd_kind[fd].load(std::memory_order_relaxed) == kEventfd) return true;
+namespace {
+bool classify(int fd) {
   struct stat st;
   if (fstat(fd, &st) != 0) return false;
   if (S_ISFIFO(st.st_mode)) return own_pipe(st.st_ino);
@@ -244,6 +251,27 @@ bool fd_links_siblings(int fd) {
   // credentials are this process's. (TCP sockets have none.)
   return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof cred &&
          cred.pid == static_cast<pid_t>(sys(SYS_getpid));
+}
+}  // namespace
+
+bool fd_links_siblings(int fd) {
+  if (!tracked(fd)) return classify(fd);
+  uint8_t k = g_fd_kind[fd].load(std::memory_order_relaxed);
+  if (k == kEventfd || k == kSiblingLink) return true;
+  if (k == kExternal) return false;
+  bool sibling = classify(fd);
+  // A socket not connected yet has no peer: ask again next time.
+  struct stat st;
+  if (!sibling && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid == 0) return false;
+  }
+  if (k == kUnknown) {
+    uint8_t expected = kUnknown;
+    g_fd_kind[fd].compare_exchange_strong(expected, sibling ? kSiblingLink : kExternal, std::memory_order_relaxed);
+  }
+  return sibling;
 }
 
 bool fd_woken_by_sibling(int fd) { return experiment_running() && fd_links_siblings(fd); }

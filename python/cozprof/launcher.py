@@ -47,6 +47,9 @@ def add_arguments(p):
                    help="waits experiments may speed up, as BCOZ names them: i (I/O), l (locks), "
                         "s (sleeps), y (synchronization: waits for another thread's work); "
                         "default ils; '' for none")
+    p.add_argument("--locks-only", action="store_true",
+                   help="collect the synchronization counters (coz locks) and per-thread time only: "
+                        "no sampling, no experiments; for production runs")
     p.add_argument("--sampling-only", action="store_true",
                    help="record the conventional profile only (stacks, threads, counters): no "
                         "experiments, no delays, no signal per sample; for long or production runs")
@@ -113,10 +116,13 @@ def validate(args):
     experiment_options = [name for name, given in (("--fixed-line", args.fixed_line is not None),
                                                    ("--fixed-speedup", args.fixed_speedup is not None),
                                                    ("--end-to-end", args.end_to_end)) if given]
-    if args.sampling_only and experiment_options:
-        raise CozError(f"--sampling-only runs no experiments: it cannot go with {', '.join(experiment_options)}",
-                       hint="drop --sampling-only for a causal profile, or the experiment options for a "
-                            "conventional one")
+    for flag, given in (("--sampling-only", args.sampling_only), ("--locks-only", args.locks_only)):
+        if given and experiment_options:
+            raise CozError(f"{flag} runs no experiments: it cannot go with {', '.join(experiment_options)}",
+                           hint=f"drop {flag} for a causal profile, or the experiment options")
+    if args.sampling_only and args.locks_only:
+        raise CozError("--sampling-only and --locks-only cannot go together",
+                       hint="--locks-only takes no samples; drop one of them")
     if any(c not in "ilsy" for c in args.blocked_scope) or len(set(args.blocked_scope)) != len(args.blocked_scope):
         raise CozError(f"bad --blocked-scope {args.blocked_scope!r}",
                        hint="give letters among i (I/O), l (locks), s (sleeps), y (synchronization), "
@@ -171,6 +177,8 @@ def build_env(args, library, base_env=None, launcher_pid=None):
         env["COZ_END_TO_END"] = "1"
     if args.sampling_only:
         env["COZ_SAMPLING_ONLY"] = "1"
+    if args.locks_only:
+        env["COZ_LOCKS_ONLY"] = "1"
     env["COZ_BLOCKED_SCOPE"] = args.blocked_scope
     env["COZ_SAMPLE_PERIOD"] = str(args.sample_period_ns)
     env["COZ_EXPERIMENT_LENGTH"] = str(args.experiment_length_ns)

@@ -387,6 +387,12 @@ def test_sampling_only_is_passed_to_the_runtime_and_refuses_experiment_options()
     for extra in (["--fixed-line", "a.c:3"], ["--end-to-end"], ["--fixed-speedup", "20"]):
         with pytest.raises(CozError, match="--sampling-only runs no experiments"):
             parse("--sampling-only", *extra, "---", "prog")
+        with pytest.raises(CozError, match="--locks-only runs no experiments"):
+            parse("--locks-only", *extra, "---", "prog")
+    env = launcher.build_env(parse("--locks-only", "---", "prog"), "/l.so", base_env={}, launcher_pid=1)
+    assert env["COZ_LOCKS_ONLY"] == "1"
+    with pytest.raises(CozError, match="cannot go together"):
+        parse("--locks-only", "--sampling-only", "---", "prog")
 
 
 def test_blocked_scope_takes_bcoz_letters_once_each():

@@ -19,6 +19,7 @@
 #include "config.h"
 #include "delays.h"
 #include "experiment.h"
+#include "locks.h"
 #include "profile_writer.h"
 #include "sampler.h"
 #include "progress.h"
@@ -591,7 +592,10 @@ TEST(Waits, PipesCreatedHereLinkSiblingsInheritedOnesDoNot) {
   EXPECT_TRUE(fd_links_siblings(own[0]));
   EXPECT_TRUE(fd_links_siblings(own[1]));
   EXPECT_FALSE(fd_links_siblings(foreign[0]));
-  for (int fd : {own[0], own[1], foreign[0], foreign[1]}) close(fd);
+  for (int fd : {own[0], own[1], foreign[0], foreign[1]}) {
+    fds_closed(fd);  // as the interposed close() does
+    close(fd);
+  }
 }
 
 TEST(Waits, UnixSocketsLinkSiblingsOnlyWhenThePeerIsThisProcess) {
@@ -629,7 +633,10 @@ TEST(Waits, UnixSocketsLinkSiblingsOnlyWhenThePeerIsThisProcess) {
   ASSERT_EQ(write(cli, "x", 1), 1);
   int status = 0;
   waitpid(pid, &status, 0);
-  for (int fd : {pair[0], pair[1], child_side[0], child_side[1], cli}) close(fd);
+  for (int fd : {pair[0], pair[1], child_side[0], child_side[1], cli}) {
+    fds_closed(fd);  // as the interposed close() does
+    close(fd);
+  }
   unlink(sock.c_str());
   rmdir(path);
 }
@@ -648,9 +655,27 @@ TEST(Waits, EventfdsCreatedHereLinkSiblingsUntilClosed) {
   EXPECT_FALSE(fd_links_siblings(fd));
   int file = open("/dev/null", O_RDONLY);  // may reuse the number
   EXPECT_FALSE(fd_links_siblings(file));
+  fds_closed(file);
   close(file);
   fds_closed(copy);
   close(copy);
+}
+
+TEST(Waits, WhatADescriptorLinksIsLearnedOnceUntilItIsClosed) {
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
+  EXPECT_TRUE(fd_links_siblings(pair[0]));
+  int file = open("/dev/null", O_RDONLY);
+  EXPECT_FALSE(fd_links_siblings(file));
+  // Replaced behind its back (dup2 onto it, as the interposed dup2 reports):
+  int high = fcntl(pair[0], F_DUPFD_CLOEXEC, 200);
+  ASSERT_EQ(dup2(file, high), high);
+  fds_copied(file, high);
+  EXPECT_FALSE(fd_links_siblings(high)) << "the copy took the file's answer";
+  for (int fd : {pair[0], pair[1], file, high}) {
+    fds_closed(fd);
+    close(fd);
+  }
 }
 
 TEST(Writer, StringsAreValidUtf8WhateverTheBytes) {
@@ -778,4 +803,73 @@ TEST_F(WaitAccounting, ASpedUpWaitEarnsOnlyItsPartInsideTheExperiment) {
   end_wait(&t, WaitKind::kLock, false, 0);
   EXPECT_EQ(s.selected_blocked_ns.load(), 2000000u);
   s.scope.store(nullptr);
+}
+
+// ---- synchronization counters ----
+
+TEST(Locks, CountsPerObjectAndCallSiteWithHoldsAndTries) {
+  ThreadState t;
+  int a, b;
+  const uintptr_t site1 = 0x1001, site2 = 0x2001;
+  lock_acquired(&t, LockKind::kMutex, &a, site1, false, 0);
+  lock_released(&t, &a);
+  lock_acquired(&t, LockKind::kMutex, &a, site2, true, 5000);
+  lock_released(&t, &a);
+  lock_tried(&t, LockKind::kMutex, &b, site1, true);
+  lock_tried(&t, LockKind::kMutex, &b, site1, false);
+  lock_released(&t, &b);
+  LockMerger m;
+  m.take(7, *t.locks, true);
+  auto objects = m.objects();
+  ASSERT_EQ(objects.size(), 2u);
+  const LockTotals& la = objects[reinterpret_cast<uintptr_t>(&a)];
+  EXPECT_EQ(la.all.acquisitions, 2u);
+  EXPECT_EQ(la.all.contended, 1u);
+  EXPECT_EQ(la.all.wait_ns, 5000u);
+  EXPECT_EQ(la.sites.size(), 2u) << "one entry per call site";
+  EXPECT_EQ(la.sites.at(site2 - 1).contended, 1u);
+  EXPECT_GT(la.all.hold_ticks, 0u);
+  const LockTotals& lb = objects[reinterpret_cast<uintptr_t>(&b)];
+  EXPECT_EQ(lb.all.trylocks, 2u);
+  EXPECT_EQ(lb.all.trylock_failures, 1u);
+  EXPECT_EQ(lb.all.acquisitions, 1u) << "a try that succeeds is an acquisition";
+  EXPECT_EQ(la.threads, std::vector<pid_t>{7});
+  free_lock_table(t.locks);
+}
+
+TEST(Locks, BeyondTheTableObjectsAreFoldedPerCallSite) {
+  ThreadState t;
+  std::vector<int> objs(20000);
+  for (int& o : objs) {
+    lock_acquired(&t, LockKind::kMutex, &o, 0x3001, false, 0);
+    lock_released(&t, &o);
+  }
+  LockMerger m;
+  m.take(1, *t.locks, true);
+  auto objects = m.objects();
+  auto folded = m.folded();
+  EXPECT_LE(objects.size(), static_cast<size_t>(LockTable::kSlots)) << "memory stays bounded";
+  uint64_t total = 0;
+  for (auto& kv : objects) total += kv.second.all.acquisitions;
+  for (auto& kv : folded) total += kv.second.all.acquisitions;
+  EXPECT_EQ(total, 20000u) << "nothing is lost, only folded";
+  ASSERT_EQ(folded.size(), 1u);
+  EXPECT_EQ(folded.begin()->first, 0x3000u) << "folded by their call site";
+  free_lock_table(t.locks);
+}
+
+TEST(Locks, ALiveThreadsCountsAreReplacedAnEndedOnesAddedOnce) {
+  ThreadState t1, t2;
+  int a;
+  lock_acquired(&t1, LockKind::kMutex, &a, 0x1001, false, 0);
+  lock_acquired(&t2, LockKind::kMutex, &a, 0x1001, false, 0);
+  LockMerger m;
+  m.take(1, *t1.locks, false);
+  m.take(1, *t1.locks, false);  // the same live table read twice: counted once
+  m.take(2, *t2.locks, true);
+  auto objects = m.objects();
+  EXPECT_EQ(objects[reinterpret_cast<uintptr_t>(&a)].all.acquisitions, 2u);
+  EXPECT_EQ(objects[reinterpret_cast<uintptr_t>(&a)].threads.size(), 2u);
+  free_lock_table(t1.locks);
+  free_lock_table(t2.locks);
 }

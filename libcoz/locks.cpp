@@ -1,0 +1,275 @@
+#include "locks.h"
+
+#include <algorithm>
+#include <new>
+
+#include <sys/mman.h>
+
+#include "clock.h"
+#include "runtime.h"
+#include "thread_state.h"
+#include "waits.h"
+
+namespace coz {
+
+const char* lock_kind_name(LockKind k) {
+  switch (k) {
+    case LockKind::kMutex: return "mutex";
+    case LockKind::kRwlock: return "rwlock";
+    case LockKind::kSpinlock: return "spinlock";
+    case LockKind::kSemaphore: return "semaphore";
+    case LockKind::kCond: return "cond";
+    case LockKind::kBarrier: return "barrier";
+    case LockKind::kC11Mutex: return "c11-mutex";
+    case LockKind::kC11Cond: return "c11-cond";
+    case LockKind::kFutex: return "futex";
+  }
+  return "mutex";
+}
+
+namespace {
+
+constexpr uint32_t kProbes = 16;
+
+inline void bump(std::atomic<uint64_t>& c, uint64_t by = 1) {
+  c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);  // one writer: no locked add
+}
+
+}  // namespace
+
+void free_lock_table(LockTable* table) {
+  if (!table) return;
+  table->~LockTable();
+  munmap(table, sizeof(LockTable));
+}
+
+namespace {
+
+uint64_t mix(uintptr_t a, uintptr_t b) {
+  uint64_t h = (a ^ (b * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
+  return h ^ (h >> 33);
+}
+
+LockTable* table_of(ThreadState* t) {
+  // The table comes from mmap, never from malloc: the hook may run inside
+  // the program's own allocator, holding the lock it just took.
+  if (!t->locks) {
+    void* m = mmap(nullptr, sizeof(LockTable), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m != MAP_FAILED) t->locks = new (m) LockTable();  // zero pages: touched as slots fill
+  }
+  return t->locks;
+}
+
+// The call site: the caller when the program called the function itself
+// (its address is in scope), else the first in-scope frame of the stack.
+uintptr_t resolve_site(uintptr_t caller) {
+  const RangeSet* scope = shared().scope.load(std::memory_order_acquire);
+  if (!caller || (scope && scope->contains(caller - 1))) return caller ? caller - 1 : 0;
+  uintptr_t pcs[kMaxFrames];
+  bool truncated = false;
+  uint32_t n = call_stack(pcs, kMaxFrames, &truncated);
+  for (uint32_t i = 0; scope && i < n; i++)
+    if (scope->contains(pcs[i])) return pcs[i];
+  return caller - 1;
+}
+
+LockCounts* counts_for(LockTable* tab, LockKind kind, uintptr_t object, uintptr_t caller) {
+  uint64_t h = mix(object, caller);
+  for (uint32_t i = 0; i < kProbes; i++) {
+    LockCounts& c = tab->slots[(h + i) % LockTable::kSlots];
+    uintptr_t o = c.object.load(std::memory_order_relaxed);
+    if (o == object && c.caller == caller) return &c;
+    if (o == 0) {
+      c.kind = kind;
+      c.caller = caller;
+      c.site.store(resolve_site(caller), std::memory_order_relaxed);
+      c.object.store(object, std::memory_order_release);  // published last
+      tab->used.fetch_add(1, std::memory_order_relaxed);
+      return &c;
+    }
+  }
+  // Full around here: counted per call site only (a million locks of one
+  // site stay a few entries).
+  LockCounts& f = tab->folded[mix(caller, 0) % LockTable::kFolded];
+  if (f.caller != caller) {
+    if (f.object.load(std::memory_order_relaxed)) return &f;  // a collision: counted with that site
+    f.kind = kind;
+    f.caller = caller;
+    f.site.store(resolve_site(caller), std::memory_order_relaxed);
+    f.object.store(1, std::memory_order_release);
+  }
+  return &f;
+}
+
+// Initialization sites: insert-only open addressing over object addresses.
+constexpr size_t kInitSlots = 1u << 16;
+std::atomic<uintptr_t> g_init_object[kInitSlots];
+std::atomic<uintptr_t> g_init_site[kInitSlots];
+
+}  // namespace
+
+void lock_acquired(ThreadState* t, LockKind kind, const void* object, uintptr_t caller, bool contended,
+                   uint64_t waited_ns) {
+  LockTable* tab = table_of(t);
+  if (!tab) return;
+  LockCounts* c = counts_for(tab, kind, reinterpret_cast<uintptr_t>(object), caller);
+  bump(c->acquisitions);
+  if (contended) {
+    bump(c->contended);
+    bump(c->wait_ns, waited_ns);
+  }
+  // Hold times for the objects one holds: locks, not waits for others' work.
+  if (kind == LockKind::kSemaphore || kind == LockKind::kCond || kind == LockKind::kC11Cond ||
+      kind == LockKind::kBarrier || kind == LockKind::kFutex)
+    return;
+  if (tab->nheld < LockTable::kHeld) tab->held[tab->nheld++] = {reinterpret_cast<uintptr_t>(object), lock_ticks(), c};
+}
+
+void lock_released(ThreadState* t, const void* object) {
+  LockTable* tab = t->locks;
+  if (!tab) return;
+  for (uint32_t i = tab->nheld; i-- > 0;) {
+    if (tab->held[i].object != reinterpret_cast<uintptr_t>(object)) continue;
+    uint64_t now = lock_ticks();
+    if (now > tab->held[i].since) bump(tab->held[i].counts->hold_ticks, now - tab->held[i].since);
+    tab->held[i] = tab->held[--tab->nheld];
+    return;
+  }
+}
+
+void lock_tried(ThreadState* t, LockKind kind, const void* object, uintptr_t caller, bool failed) {
+  LockTable* tab = table_of(t);
+  if (!tab) return;
+  LockCounts* c = counts_for(tab, kind, reinterpret_cast<uintptr_t>(object), caller);
+  bump(c->trylocks);
+  if (failed) {
+    bump(c->trylock_failures);
+    return;
+  }
+  bump(c->acquisitions);
+  if (tab->nheld < LockTable::kHeld) tab->held[tab->nheld++] = {reinterpret_cast<uintptr_t>(object), lock_ticks(), c};
+}
+
+void lock_initialized(const void* object, uintptr_t caller) {
+  uintptr_t o = reinterpret_cast<uintptr_t>(object);
+  if (!o) return;
+  uintptr_t site = resolve_site(caller);
+  for (size_t i = 0, h = mix(o, 0) % kInitSlots; i < 64; i++, h = (h + 1) % kInitSlots) {
+    uintptr_t cur = g_init_object[h].load(std::memory_order_relaxed);
+    if (cur == 0 && !g_init_object[h].compare_exchange_strong(cur, o)) continue;
+    if (cur == 0 || cur == o) {
+      g_init_site[h].store(site, std::memory_order_release);  // re-initialized: the latest site
+      return;
+    }
+  }
+}
+
+uintptr_t lock_init_site(uintptr_t object) {
+  for (size_t i = 0, h = mix(object, 0) % kInitSlots; i < 64; i++, h = (h + 1) % kInitSlots) {
+    uintptr_t cur = g_init_object[h].load(std::memory_order_relaxed);
+    if (cur == 0) return 0;
+    if (cur == object) return g_init_site[h].load(std::memory_order_acquire);
+  }
+  return 0;
+}
+
+void LockSiteTotals::add(const LockCounts& c) {
+  acquisitions += c.acquisitions.load(std::memory_order_relaxed);
+  contended += c.contended.load(std::memory_order_relaxed);
+  wait_ns += c.wait_ns.load(std::memory_order_relaxed);
+  hold_ticks += c.hold_ticks.load(std::memory_order_relaxed);
+  trylocks += c.trylocks.load(std::memory_order_relaxed);
+  trylock_failures += c.trylock_failures.load(std::memory_order_relaxed);
+}
+
+namespace {
+void add_site(LockTotals* into, uintptr_t site, const LockSiteTotals& s) {
+  LockSiteTotals& x = into->sites[site];
+  x.acquisitions += s.acquisitions;
+  x.contended += s.contended;
+  x.wait_ns += s.wait_ns;
+  x.hold_ticks += s.hold_ticks;
+  x.trylocks += s.trylocks;
+  x.trylock_failures += s.trylock_failures;
+  LockSiteTotals& a = into->all;
+  a.acquisitions += s.acquisitions;
+  a.contended += s.contended;
+  a.wait_ns += s.wait_ns;
+  a.hold_ticks += s.hold_ticks;
+  a.trylocks += s.trylocks;
+  a.trylock_failures += s.trylock_failures;
+}
+
+void merge_into(std::unordered_map<uintptr_t, LockTotals>* out, uintptr_t key, const LockTotals& t) {
+  auto it = out->find(key);
+  if (it == out->end()) {
+    out->emplace(key, t);
+    return;
+  }
+  LockTotals& m = it->second;
+  for (auto& s : t.sites) add_site(&m, s.first, s.second);
+  for (pid_t tid : t.threads)
+    if (std::find(m.threads.begin(), m.threads.end(), tid) == m.threads.end()) m.threads.push_back(tid);
+  if (!m.first_site) m.first_site = t.first_site;
+}
+}  // namespace
+
+LockMerger::Snapshot LockMerger::snapshot(const LockTable& table) const {
+  Snapshot s;
+  auto one = [&](const LockCounts& c, std::vector<std::pair<uintptr_t, LockTotals>>* into, bool folded) {
+    uintptr_t o = c.object.load(std::memory_order_acquire);
+    if (!o) return;
+    LockTotals t;
+    t.kind = c.kind;
+    uintptr_t site = c.site.load(std::memory_order_relaxed);
+    t.first_site = site;
+    LockSiteTotals st;
+    st.add(c);
+    add_site(&t, site, st);
+    into->emplace_back(folded ? site : o, std::move(t));
+  };
+  for (const LockCounts& c : table.slots) one(c, &s.objects, false);
+  for (const LockCounts& c : table.folded) one(c, &s.folded, true);
+  return s;
+}
+
+void LockMerger::take(pid_t tid, const LockTable& table, bool final) {
+  Snapshot s = snapshot(table);
+  for (auto& kv : s.objects) kv.second.threads.push_back(tid);
+  for (auto& kv : s.folded) kv.second.threads.push_back(tid);
+  if (!final) {
+    live_[tid] = std::move(s);
+    return;
+  }
+  live_.erase(tid);
+  for (auto& kv : s.objects) merge_into(&ended_objects_, kv.first, kv.second);
+  for (auto& kv : s.folded) merge_into(&ended_folded_, kv.first, kv.second);
+}
+
+std::unordered_map<uintptr_t, LockTotals> LockMerger::objects() const {
+  std::unordered_map<uintptr_t, LockTotals> out = ended_objects_;
+  for (auto& live : live_)
+    for (auto& kv : live.second.objects) merge_into(&out, kv.first, kv.second);
+  for (auto& kv : out) kv.second.init_site = lock_init_site(kv.first);
+  return out;
+}
+
+std::unordered_map<uintptr_t, LockTotals> LockMerger::folded() const {
+  std::unordered_map<uintptr_t, LockTotals> out = ended_folded_;
+  for (auto& live : live_)
+    for (auto& kv : live.second.folded) merge_into(&out, kv.first, kv.second);
+  return out;
+}
+
+void LockMerger::calibrate() {
+  uint64_t tick = lock_ticks(), ns = now_mono();
+  if (!tick0_) {
+    tick0_ = tick;
+    ns0_ = ns;
+    return;
+  }
+  if (tick > tick0_ + 1000000 && ns > ns0_)
+    ns_per_tick_ = static_cast<double>(ns - ns0_) / static_cast<double>(tick - tick0_);
+}
+
+}  // namespace coz

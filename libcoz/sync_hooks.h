@@ -1,0 +1,76 @@
+// How the interposed synchronization calls feed the one stream of waits:
+// delay accounting (hook_pre_block / hook_post_block), blocked samples, and
+// SyncPerf's counters (locks.h), from the same measurements.
+//
+// Acquiring a lock tries it first (SyncPerf's way to know contention): an
+// uncontended acquisition costs the try and a time-stamp counter read, and
+// no wait is recorded; only when the lock is taken does the thread wait, as
+// a blocking call (credited when the releaser paid first).
+#pragma once
+
+#include <errno.h>
+
+#include "locks.h"
+#include "runtime.h"
+
+namespace coz {
+
+// `try_once()` and `wait()` return the call's result; `taken(rc)` says
+// whether a try found the object taken, `got(rc)` whether it was acquired.
+// `wait_kind(rc)`: the wait's category (a timed one that ran out is a sleep).
+template <typename Try, typename Wait, typename Taken, typename Got, typename KindOf>
+inline int acquire(LockKind kind, const void* object, void* caller, KindOf wait_kind, Try try_once, Wait wait,
+                   Taken taken, Got got) {
+  ThreadState* t = hooked_thread();
+  if (!t) return wait();
+  int rc = try_once();
+  if (got(rc)) {
+    lock_acquired(t, kind, object, reinterpret_cast<uintptr_t>(caller), false, 0);
+    return rc;
+  }
+  if (!taken(rc)) return rc;  // an error the waiting call would give too
+  hook_pre_block();
+  rc = wait();
+  hook_post_block(wait_kind(rc), got(rc), caller);
+  if (got(rc)) lock_acquired(t, kind, object, reinterpret_cast<uintptr_t>(caller), true, t->last_wait_ns);
+  return rc;
+}
+
+// A try-lock call of the program's own.
+template <typename Try, typename Got>
+inline int try_acquire(LockKind kind, const void* object, void* caller, Try try_once, Got got) {
+  int rc = try_once();
+  if (ThreadState* t = hooked_thread()) lock_tried(t, kind, object, reinterpret_cast<uintptr_t>(caller), !got(rc));
+  return rc;
+}
+
+// A release: the hold time ends, and waiters may be released (wake).
+inline void release(const void* object) {
+  if (ThreadState* t = hooked_thread()) lock_released(t, object);
+  hook_wake();
+}
+
+// A wait for someone else's work (condition variable, barrier, futex):
+// counted as an acquisition of the object, with the time waited.
+inline void waited_for(LockKind kind, const void* object, void* caller) {
+  if (ThreadState* t = hooked_thread())
+    lock_acquired(t, kind, object, reinterpret_cast<uintptr_t>(caller), t->last_wait_ns > 0, t->last_wait_ns);
+}
+
+// A condition wait's mutex is held again when it returns (glibc re-takes it
+// inside): a new hold, and an acquisition.
+inline void reacquired(const void* mutex, void* caller, LockKind kind = LockKind::kMutex) {
+  if (ThreadState* t = hooked_thread()) lock_acquired(t, kind, mutex, reinterpret_cast<uintptr_t>(caller), false, 0);
+}
+
+inline void initialized(const void* object, void* caller) {
+  if (hooked_thread() || !tls_in_runtime) lock_initialized(object, reinterpret_cast<uintptr_t>(caller));
+}
+
+// The usual result conventions.
+inline bool pthread_got(int rc) { return rc == 0 || rc == EOWNERDEAD; }
+inline bool pthread_taken(int rc) { return rc == EBUSY; }
+inline WaitKind lock_wait(int) { return WaitKind::kLock; }
+inline WaitKind timed_lock_wait(int rc) { return rc == ETIMEDOUT ? WaitKind::kSleep : WaitKind::kLock; }
+
+}  // namespace coz

@@ -1,0 +1,104 @@
+"""SyncPerf's counters, kept by the interposed synchronization calls: per
+lock and call site, acquisitions, contention, waiting and holding time,
+try-lock failures, threads; bounded memory; --locks-only."""
+
+import os
+import subprocess
+
+from conftest import PROGRAMS, build_program, coz_run, records
+
+from cozprof.profile import load
+
+
+def marker(text):
+    with open(os.path.join(PROGRAMS, "locks.c")) as f:
+        for n, line in enumerate(f, 1):
+            if f"/* {text} */" in line:
+                return f"{PROGRAMS}/locks.c:{n}"
+    raise AssertionError(text)
+
+
+def run_locks(tmp_path, *args, options=("--locks-only",)):
+    exe = build_program("locks", tmp_path)
+    out = tmp_path / f"{args[0]}.coz"
+    r = coz_run(["-o", str(out), *options], [exe, *args])
+    assert r.returncode == 0, r.stderr.decode()
+    (run,) = load([str(out)]).runs
+    return run, r
+
+
+def test_a_contended_lock_counts_its_acquisitions_waits_and_holds(tmp_path):
+    run, _ = run_locks(tmp_path, "contended", "2", "20000")
+    (lock,) = [l for l in run.locks["locks"] if l["site"] == marker("LOCK_GLOBAL")]
+    assert lock["kind"] == "mutex" and lock["threads"] == 2
+    assert lock["acquisitions"] == 40000
+    assert [s["site"] for s in lock["sites"]] == [marker("LOCK_GLOBAL")]
+    assert lock["contended"] <= lock["acquisitions"]
+    # Held for its critical sections: at least most of the CPU time they
+    # take, at most the time the workers lived (one holder at a time; a
+    # holder preempted on a busy machine still holds it).
+    workers = [t for t in run.threads if t["group"] == "worker"]
+    cpu = sum(t["cpu_clock_ns"] for t in workers)
+    span = max(t["end_ns"] for t in workers) - min(t["start_ns"] for t in workers)
+    assert 0.3 * cpu < lock["hold_ns"] < 1.05 * span, (lock, cpu, span)
+    assert run.mode == "locks-only" and run.shutdown["samples"] == 0  # no sampling at all
+
+
+def test_private_locks_are_never_contended_and_named_by_their_init_site(tmp_path):
+    run, _ = run_locks(tmp_path, "private", "2", "20000")
+    own = [l for l in run.locks["locks"] if any(s["site"] == marker("LOCK_OWN") for s in l["sites"])]
+    assert len(own) == 2
+    for l in own:
+        assert l["acquisitions"] == 20000 and l["contended"] == 0 and l["threads"] == 1
+        assert l["site"] == marker("INIT_OWN")
+
+
+def test_try_lock_failures(tmp_path):
+    run, r = run_locks(tmp_path, "trylock")
+    failures = int(r.stdout.split()[-1])
+    (lock,) = [l for l in run.locks["locks"] if any(s["site"] == marker("TRYLOCK") for s in l["sites"])]
+    (site,) = [s for s in lock["sites"] if s["site"] == marker("TRYLOCK")]
+    assert failures > 10
+    assert site["trylocks"] == failures + 1 and site["trylock_failures"] == failures
+
+
+def test_a_lock_found_taken_is_contended_and_waits(tmp_path):
+    # A holds it for 50 ms; B locks it 5 ms later and waits for it.
+    run, _ = run_locks(tmp_path, "blocked")
+    (lock,) = [l for l in run.locks["locks"] if any(s["site"] == marker("LOCK_BLOCKED") for s in l["sites"])]
+    (site,) = [s for s in lock["sites"] if s["site"] == marker("LOCK_BLOCKED")]
+    assert site["acquisitions"] == 1 and site["contended"] == 1
+    assert 30e6 < site["wait_ns"] < 60e6, site
+    assert lock["hold_ns"] > 40e6  # A's 50 ms
+    assert lock["threads"] == 2
+    # The same wait is a blocked sample of kind lock on B's call.
+    assert sum(run.blocked["lock"].get(marker("LOCK_BLOCKED"), 0) for _ in [0]) >= 30
+
+
+def test_a_hundred_thousand_locks_stay_bounded(tmp_path):
+    # Two threads lock each of 100,000 mutexes once from one call site: the
+    # counters keep a bounded number of locks and fold the rest per site.
+    run, _ = run_locks(tmp_path, "many", "2", "100000")
+    many = [l for l in run.locks["locks"] if any(s["site"] == marker("LOCK_MANY") for s in l["sites"])]
+    folded = [f for f in run.locks["folded"] if f["site"] == marker("LOCK_MANY")]
+    assert len(many) <= 2 * 256
+    assert sum(l["acquisitions"] for l in many) + sum(f["acquisitions"] for f in folded) == 200000
+
+
+def test_condition_waits_are_counted_and_release_the_mutex(tmp_path):
+    # The producer hands over an item every 0.2 ms: the consumer waits for
+    # most of them, and takes the mutex back after each wait.
+    run, _ = run_locks(tmp_path, "cond", "1", "300")
+    (cond,) = [l for l in run.locks["locks"] if l["kind"] == "cond"]
+    assert 150 < cond["acquisitions"] <= 300 and cond["wait_ns"] > 0
+    assert [s["site"] for s in cond["sites"]] == [marker("COND_WAIT")]
+    (mutex,) = [l for l in run.locks["locks"] if l["kind"] == "mutex"]
+    by_site = {s["site"]: s for s in mutex["sites"]}
+    assert by_site[marker("COND_WAIT")]["acquisitions"] == cond["acquisitions"]  # taken back after each wait
+
+
+def test_counters_ride_along_a_causal_run(tmp_path):
+    run, _ = run_locks(tmp_path, "contended", "2", "5000", options=("--experiment-length", "50ms"))
+    assert run.mode == "causal" and run.shutdown["samples"] > 0
+    (lock,) = [l for l in run.locks["locks"] if l["site"] == marker("LOCK_GLOBAL")]
+    assert lock["acquisitions"] == 10000
