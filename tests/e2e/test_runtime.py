@@ -210,7 +210,7 @@ def described(check, *args):
     """check(*args), or the reason it has no value (too few points when other
     work slowed the run down), for a warning."""
     try:
-        return check(*args)
+        return ", ".join(f"{v:+.3f}" for v in check(*args))
     except AssertionError as e:
         return str(e).splitlines()[0]
 
@@ -249,7 +249,7 @@ def test_two_threads_shorter_line_predicts_nothing(build, tmp_path, two_threads_
     # neither thread (LONG 0.000 to 0.005).
     assert long_paused > 0.3, why
     assert short_paused < 0.05, why
-    if contended(run, "shorter line", f"(median, predicted at 50%) {described(shorter_line_check, run)}, "
+    if contended(run, "shorter line", f"median, predicted at 50%: {described(shorter_line_check, run)}; "
                                       f"real {two_threads_real['short_50']:+.3f} at 50%"):
         return
     level, predicted = shorter_line_check(run)
@@ -274,7 +274,7 @@ def test_two_threads_longer_line_gains_then_saturates(build, tmp_path, two_threa
     # free, down to 0.22 beside a busy loop (10 runs).
     assert long_paused < 0.05, why
     assert short_paused > 0.15, why
-    if contended(run, "longer line", f"measured - real (while rising, from 60%) "
+    if contended(run, "longer line", f"measured - real while rising, from 60%: "
                                      f"{described(longer_line_check, run, two_threads_real)}"):
         return
     lo, hi = longer_line_check(run, two_threads_real)
