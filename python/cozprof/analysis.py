@@ -1,4 +1,5 @@
-"""Causal analysis of parsed profiles: one causal curve per (line, progress point).
+"""Causal analysis of parsed profiles: one causal curve per (unit, progress point),
+a unit being a line, a function or a call site.
 
 `analyze(profile)` returns exactly the object specified in
 `docs/analysis-format.md`; `docs/analysis.md` explains every formula used here.
@@ -8,6 +9,7 @@ import numpy as np
 
 from . import estimator
 from . import profile as profile_mod
+from . import units as units_mod
 from .errors import CozError
 
 SCHEMA = 1
@@ -47,33 +49,30 @@ def analyze(profile, phase_correction=True, progress_point=None, min_points=DEFA
 
     samples = profile.samples
     runtime_ns = profile.runtime_ns
-    groups, line_exps = _group(usable, progress_point)
+    groups, unit_exps = _group(usable, progress_point)
+    index = units_mod.UnitIndex(profile)
 
     factors = {}
-    for line, exps in line_exps.items():
+    for key, exps in unit_exps.items():
         if not phase_correction:
-            factors[line] = 1.0
+            factors[key] = 1.0
             continue
-        # s and T come from the runs where the line was sampled or selected, so that
-        # merging profiles of other programs does not dilute the line's share.
-        runs = [r for r in profile.runs if line in r.samples]
-        runs += [r for r in {id(e.run): e.run for e in exps if e.run is not None}.values()
-                 if line not in r.samples]
-        factors[line] = _phase_factor(exps, sum(r.samples.get(line, 0) for r in runs),
-                                      sum(r.runtime_ns for r in runs))
+        factors[key] = _phase_factor(*phase_inputs(profile, index, key, exps))
 
     lines, omitted = [], []
-    for (line, point), data in groups.items():
+    for (unit, name, point), data in groups.items():
         kind = points[point]["kind"]
         needed = min(min_points, FIXED_SPEEDUP_MIN_POINTS) if data.fixed else min_points
-        result = _curve(line, point, kind, data, factors[line], needed)
+        result = _curve(name, point, kind, data, factors[(unit, name)], needed)
         if "reason" in result:
-            omitted.append(result)
+            omitted.append({"unit": unit, **result})
         else:
+            _describe_unit(result, unit, name, index)
             lines.append(result)
+    _nest(lines, index)
 
-    lines.sort(key=lambda r: (-r["impact"], r["line"], r["progress_point"]))
-    omitted.sort(key=lambda r: (r["line"], r["progress_point"]))
+    lines.sort(key=lambda r: (-r["impact"], r["line"], r["unit"], r["progress_point"]))
+    omitted.sort(key=lambda r: (r["line"], r["unit"], r["progress_point"]))
 
     stats = profile.shutdown_stats()
     warnings = list(profile.warnings) + profile.runtime_warnings()
@@ -89,6 +88,7 @@ def analyze(profile, phase_correction=True, progress_point=None, min_points=DEFA
         warnings.append(f"{stats['dropped_samples']} samples were dropped because a thread's "
                         "buffer was full")
 
+    threads = thread_breakdown(profile)
     return {
         "schema": SCHEMA,
         "profiles": list(profile.paths),
@@ -97,8 +97,11 @@ def analyze(profile, phase_correction=True, progress_point=None, min_points=DEFA
             {"name": name, "kind": p["kind"], "experiments": p["experiments"]}
             for name, p in sorted(points.items())
         ],
+        "units": sorted({e.unit for e in usable}, key=profile_mod.UNITS.index),
         "lines": lines,
         "omitted": omitted,
+        "threads": threads,
+        "thread_groups": thread_groups(threads),
         "summary": {
             "runs": len(profile.runs),
             "experiments": len(usable) + partial["excluded"] + partial["negative"],
@@ -185,12 +188,12 @@ class _CurveData:
 
 
 def _group(experiments, only_point):
-    """(line, point) -> _CurveData, and line -> [Experiment]. An experiment is
-    measured by its first entry for a point."""
+    """(unit, selected, point) -> _CurveData, and (unit, selected) -> [Experiment].
+    An experiment is measured by its first entry for a point."""
     groups = {}
-    line_exps = {}
+    unit_exps = {}
     for e in experiments:
-        line_exps.setdefault(e.selected, []).append(e)
+        unit_exps.setdefault((e.unit, e.selected), []).append(e)
         seen = None
         for p in e.progress:
             name = p.name
@@ -202,21 +205,133 @@ def _group(experiments, only_point):
                 seen.add(name)
             elif len(e.progress) > 1:
                 seen = {name}
-            key = (e.selected, name)
+            key = (e.unit, e.selected, name)
             data = groups.get(key)
             if data is None:
                 data = groups[key] = _CurveData()
             data.add(e, p)
-    return groups, line_exps
+    return groups, unit_exps
 
 
-def _phase_factor(exps, line_samples, runtime_ns):
-    """Eq. 8 of the COZ paper: (t_obs / s_obs) * (s / T), at most 1."""
+def phase_inputs(profile, index, key, exps):
+    """(t_obs, s_obs, s, T) of eq. 8 for the unit `key` = (unit, name) measured by
+    the experiments `exps` (docs/analysis.md, section 3).
+
+    Samples are on- and off-CPU: s_obs counts the unit's CPU samples in its
+    experiments plus its waits sped up in them (`selected_blocked_ns`) in
+    sampling periods; s counts its CPU samples plus its blocked samples of the
+    categories each run could speed up (`blocked_scope`). s and T come from the
+    runs where the unit was sampled or selected, so that merging profiles of
+    other programs does not dilute its share."""
+    unit, name = key
+    runs = {id(e.run): e.run for e in exps if e.run is not None}
+    s = T = 0
+    for r in profile.runs:
+        n = index.phase_samples(r, unit, name)
+        if n or id(r) in runs:
+            s += n
+            T += r.runtime_ns
     t_obs = sum(e.duration_ns for e in exps)
-    s_obs = sum(e.selected_samples for e in exps)
+    s_obs = sum(e.selected_samples + (e.selected_blocked_ns / units_mod.sample_period_ns(e.run)
+                                      if e.run is not None else 0.0)
+                for e in exps)
+    return t_obs, s_obs, s, T
+
+
+def _phase_factor(t_obs, s_obs, line_samples, runtime_ns):
+    """Eq. 8 of the COZ paper: (t_obs / s_obs) * (s / T), at most 1."""
     if t_obs <= 0 or s_obs <= 0 or line_samples <= 0 or runtime_ns <= 0:
         return 1.0
     return min(1.0, (t_obs / s_obs) * (line_samples / runtime_ns))
+
+
+# -- what a unit is: its time on and off the CPU, and its nesting -------------------
+
+def _describe_unit(result, unit, name, index):
+    """Add the unit's kind, its samples on and off the CPU, and where it lies."""
+    cpu, off = index.mix(unit, name)
+    total = cpu + sum(off.values())
+    result["unit"] = unit
+    if unit == profile_mod.FUNCTION:
+        path, low = index.function_lines(name)
+        base, qualified = units_mod.split_function_name(name)
+        result["file"] = qualified or path or ""
+        result["lineno"] = low
+        result["function"] = None
+    else:
+        result["function"] = index.function_of(name)
+    result["calls"] = index.callees(name) if unit == profile_mod.CALLSITE else []
+    result["contains"] = []
+    result["called_from"] = []
+    result["samples"] = total
+    result["on_cpu_share"] = cpu / total if total else None
+    result["off_cpu"] = {k: off[k] / total for k in profile_mod.WAIT_KINDS if off.get(k)} \
+        if total else {}
+    if total:
+        shares = [("cpu", cpu)] + [(k, off.get(k, 0)) for k in profile_mod.WAIT_KINDS]
+        result["category"] = max(shares, key=lambda kv: kv[1])[0]
+    else:
+        result["category"] = None
+
+
+def _nest(lines, index):
+    """A function's curve lists the line curves that lie in it and the call-site
+    curves that call it (same progress point), highest impact first."""
+    funcs = {(r["line"], r["progress_point"]): r for r in lines
+             if r["unit"] == profile_mod.FUNCTION}
+    if not funcs:
+        return
+    ranked = sorted(lines, key=lambda r: (-r["impact"], r["line"]))
+    for r in ranked:
+        point = r["progress_point"]
+        if r["unit"] == profile_mod.LINE and r["function"] is not None:
+            f = funcs.get((r["function"], point))
+            if f is not None:
+                f["contains"].append(r["line"])
+        elif r["unit"] == profile_mod.CALLSITE:
+            for callee in r["calls"]:
+                f = funcs.get((callee, point))
+                if f is not None and r["line"] not in f["called_from"]:
+                    f["called_from"].append(r["line"])
+
+
+# -- where each thread's time went (bperf's breakdown) -------------------------------
+
+def thread_breakdown(profile):
+    """One entry per `thread` record: wall time split into CPU, each wait
+    category, and the rest (docs/analysis-format.md, THREAD)."""
+    out = []
+    for i, run in enumerate(profile.runs):
+        for t in run.threads:
+            start, end = t.get("start_ns"), t.get("end_ns")
+            wall = end - start if isinstance(start, int) and isinstance(end, int) and end > start else 0
+            cpu = t.get("cpu_clock_ns")
+            if not isinstance(cpu, int):
+                cpu = t.get("cpu_ns") if isinstance(t.get("cpu_ns"), int) else 0
+            waits = t.get("wait_ns") if isinstance(t.get("wait_ns"), dict) else {}
+            wait_ns = {k: waits[k] if isinstance(waits.get(k), int) and waits[k] > 0 else 0
+                       for k in profile_mod.WAIT_KINDS}
+            out.append({"run": i, "tid": t["tid"], "thread": str(t.get("thread", "")),
+                        "group": str(t.get("group", "")), "wall_ns": wall, "cpu_ns": cpu,
+                        "wait_ns": wait_ns, "rest_ns": max(0, wall - cpu - sum(wait_ns.values()))})
+    return out
+
+
+def thread_groups(threads):
+    """The per-thread breakdown summed per thread group, in order of first appearance."""
+    groups = {}
+    for t in threads:
+        g = groups.get(t["group"])
+        if g is None:
+            g = groups[t["group"]] = {"group": t["group"], "threads": 0, "wall_ns": 0, "cpu_ns": 0,
+                                      "wait_ns": {k: 0 for k in profile_mod.WAIT_KINDS},
+                                      "rest_ns": 0}
+        g["threads"] += 1
+        for k in ("wall_ns", "cpu_ns", "rest_ns"):
+            g[k] += t[k]
+        for k, v in t["wait_ns"].items():
+            g["wait_ns"][k] += v
+    return list(groups.values())
 
 
 # -- one causal curve ------------------------------------------------------

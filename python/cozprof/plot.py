@@ -17,22 +17,26 @@ def add_arguments(p):
     p.add_argument("-o", "--output", metavar="FILE",
                    help="image to write: .png, .svg or .pdf")
     p.add_argument("--line", action="append", metavar="FILE:LINE",
-                   help="plot this line (repeatable; matches the end of the path)")
+                   help="plot this line, call site or function (repeatable; FILE:LINE matches "
+                        "the end of the path, a function is named as the report names it)")
     p.add_argument("--html", metavar="FILE",
                    help="write one self-contained HTML page with every causal plot")
 
 
+def _named(entry_name, wanted):
+    return entry_name == wanted or entry_name.endswith("/" + wanted)
+
+
 def select_lines(result, wanted=None, limit=None):
-    """The LINE entries to draw: those named by `wanted` (file:line suffixes), top first."""
+    """The LINE entries to draw: those named by `wanted` (file:line suffixes, or
+    function names), top first. A line that is also a call site gives both."""
     lines = result["lines"]
     if wanted:
         chosen = []
         for w in wanted:
-            match = [ln for ln in lines
-                     if ln["line"] == w or ln["line"].endswith("/" + w)]
+            match = [ln for ln in lines if _named(ln["line"], w)]
             if not match:
-                known = [o for o in result["omitted"]
-                         if o["line"] == w or o["line"].endswith("/" + w)]
+                known = [o for o in result["omitted"] if _named(o["line"], w)]
                 why = f" (left out: {known[0]['detail']})" if known else ""
                 raise CozError(f"no causal curve for line {w}{why}",
                                hint="'coz report' lists the lines that have one")
@@ -87,15 +91,34 @@ def make_figure(lines):
                         label="95% slope interval")
         ax.plot(grid, fit, color="tab:orange", lw=1.5, label="fit")
         ax.axhline(0, color="0.6", lw=0.8)
-        title = f"{os.path.basename(ln['file'])}:{ln['lineno']}"
+        title = panel_title(ln)
         if ln["contention"]:
             title += " (contention)"
         ax.set_title(title, fontsize=10)
         ax.set_xlim(0, 100)
-        ax.set_xlabel("line speedup (%)")
+        ax.set_xlabel(f"{UNIT_WORDS.get(ln.get('unit', 'line'), 'line')} speedup (%)")
         ax.set_ylabel(f"program speedup (%)\n{_short(ln['progress_point'])}", fontsize=8)
         ax.tick_params(labelsize=8)
     return fig
+
+
+UNIT_WORDS = {"line": "line", "function": "function", "callsite": "call site"}
+
+
+def panel_title(ln):
+    """'app.c:12', 'call site app.c:30', 'function work()', with the unit's
+    off-CPU category when most of its samples are waits ('app.c:46 [sleep]')."""
+    unit = ln.get("unit", "line")
+    if unit == "function":
+        title = f"function {_short(ln['line'], 32)}"
+    else:
+        title = f"{os.path.basename(ln['file'])}:{ln['lineno']}"
+        if unit == "callsite":
+            title = "call site " + title
+    category = ln.get("category")
+    if category not in (None, "cpu"):
+        title += f" [{category}]"
+    return title
 
 
 def _short(name, width=40):

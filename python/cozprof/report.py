@@ -103,7 +103,13 @@ def _pct(v, signed=True):
 
 def format_report(result, limit=None, already_printed=()):
     """The table `coz report` prints, as one string (without the warnings in
-    `already_printed`, which went to standard error)."""
+    `already_printed`, which went to standard error).
+
+    Columns appear as the result needs them: `unit` when any curve is of a
+    function or a call site (a function's row is then followed by its lines
+    and the call sites that call it, indented), `progress point` when several
+    points have curves, `time` (the unit's samples on and off the CPU) when
+    any curve has off-CPU samples. `-n` limits the top-level rows."""
     out = []
     s = result["summary"]
     out.append(f"{s['runs']} run{'s' if s['runs'] != 1 else ''}, {s['experiments']} experiments "
@@ -116,22 +122,42 @@ def format_report(result, limit=None, already_printed=()):
     if result["diagnosis"]:
         out.append("")
         out.append(f"nothing to report: {result['diagnosis']}")
-    shown = lines if limit is None else lines[:limit]
+    rows_in_order = _nested_rows(lines)
+    tops = [r for r in rows_in_order if r[1] == 0]
+    if limit is not None and len(tops) > limit:
+        cut = rows_in_order.index(tops[limit])
+        shown = rows_in_order[:cut]
+    else:
+        shown = rows_in_order
     several_points = len({ln["progress_point"] for ln in lines}) > 1
+    with_units = any(ln.get("unit", "line") != "line" for ln in lines)
+    with_time = any(ln.get("off_cpu") for ln in lines)
     if shown:
         header = ["#", "line", "impact", "slope [95% CI]", "@25%", "@50%", "@100%", "exps"]
+        if with_units:
+            header[1:2] = ["unit", "name"]
+        at = header.index("impact")
+        if with_time:
+            header.insert(at, "time")
         if several_points:
-            header.insert(2, "progress point")
+            header.insert(header.index("time") if with_time else at, "progress point")
+        rank = {id(ln): i for i, ln in enumerate(lines, 1)}
         rows = []
-        for i, ln in enumerate(shown, 1):
+        for ln, depth in shown:
             p = ln["predicted"]
             slope = f"{ln['slope']:+.3f} [{ln['slope_ci'][0]:+.3f}, {ln['slope_ci'][1]:+.3f}]"
             if ln["contention"]:
                 slope += " contention"
-            row = [str(i), ln["line"], _pct(ln["impact"]), slope, _pct(p["0.25"]),
-                   _pct(p["0.5"]), _pct(p["1.0"]), str(ln["experiments"])]
+            name = ("  " * depth + "- " if depth else "") + ln["line"]
+            row = [str(rank[id(ln)]), name]
+            if with_units:
+                row.insert(1, UNIT_LABELS.get(ln.get("unit", "line"), ln.get("unit", "")))
             if several_points:
-                row.insert(2, ln["progress_point"])
+                row.append(ln["progress_point"])
+            if with_time:
+                row.append(time_mix(ln))
+            row += [_pct(ln["impact"]), slope, _pct(p["0.25"]), _pct(p["0.5"]), _pct(p["1.0"]),
+                    str(ln["experiments"])]
             rows.append(row)
         widths = [max(len(r[c]) for r in rows + [header]) for c in range(len(header))]
         right = {0, len(header) - 1} | {c for c, h in enumerate(header) if h.startswith(("impact", "@"))}
@@ -142,8 +168,9 @@ def format_report(result, limit=None, already_printed=()):
         out.append("")
         out.append(fmt(header))
         out.extend(fmt(r) for r in rows)
-        if len(shown) < len(lines):
-            out.append(f"({len(lines) - len(shown)} more lines; use -n to show more)")
+        hidden = len(tops) - (limit if limit is not None and len(tops) > limit else len(tops))
+        if hidden:
+            out.append(f"({hidden} more {'rows' if with_units else 'lines'}; use -n to show more)")
     omitted = result["omitted"]
     if omitted:
         reasons = {}
@@ -151,9 +178,76 @@ def format_report(result, limit=None, already_printed=()):
             reasons[o["reason"]] = reasons.get(o["reason"], 0) + 1
         why = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
         out.append("")
-        out.append(f"{len(omitted)} line/progress-point pairs left out: {why} "
-                   "(see 'coz report --json' for details)")
+        out.append(f"{len(omitted)} {'unit' if with_units else 'line'}/progress-point pairs left out: "
+                   f"{why} (see 'coz report --json' for details)")
+    groups = result.get("thread_groups") or []
+    if groups:
+        out.append("")
+        out.extend(format_thread_groups(groups))
     return "\n".join(out) + "\n"
+
+
+UNIT_LABELS = {"line": "line", "function": "function", "callsite": "call site"}
+MIX_PARTS = 2         # categories shown in the `time` column
+MIX_MIN_SHARE = 0.01  # ... each with at least this share
+
+
+def time_mix(ln):
+    """'cpu 62% io 38%': the unit's largest categories of samples, on and off the CPU."""
+    if ln.get("on_cpu_share") is None:
+        return "-"
+    parts = [("cpu", ln["on_cpu_share"])] + list(ln.get("off_cpu", {}).items())
+    parts = [p for p in sorted(parts, key=lambda kv: -kv[1]) if p[1] >= MIX_MIN_SHARE][:MIX_PARTS]
+    return " ".join(f"{k} {v * 100:.0f}%" for k, v in parts) or "-"
+
+
+def _nested_rows(lines):
+    """[(curve, depth)]: curves by impact; a function's curve is followed by the
+    curves it `contains` and those it is `called_from` (same progress point),
+    which are not repeated at the top."""
+    by_key = {(ln.get("unit", "line"), ln["line"], ln["progress_point"]): ln for ln in lines}
+    placed = set()
+    children = {}
+    for ln in lines:
+        if ln.get("unit") != "function":
+            continue
+        kids = [by_key.get(("line", n, ln["progress_point"])) for n in ln.get("contains", ())]
+        kids += [by_key.get(("callsite", n, ln["progress_point"])) for n in ln.get("called_from", ())]
+        kids = [k for k in kids if k is not None and id(k) not in placed and k is not ln]
+        placed.update(id(k) for k in kids)
+        children[id(ln)] = kids
+    rank = {id(ln): i for i, ln in enumerate(lines)}
+    out = []
+    for ln in lines:
+        if id(ln) in placed:
+            continue
+        out.append((ln, 0))
+        for k in sorted(children.get(id(ln), ()), key=lambda k: rank[id(k)]):
+            out.append((k, 1))
+    return out
+
+
+def format_thread_groups(groups):
+    """bperf's breakdown per thread group: wall time, and the share of it on the
+    CPU, in each wait category, and unaccounted (`rest`: mostly the profiler's
+    own pauses)."""
+    from .profile import WAIT_KINDS
+
+    header = ["thread group", "threads", "wall", "cpu", *WAIT_KINDS, "rest"]
+    rows = []
+    for g in groups:
+        wall = g["wall_ns"]
+
+        def share(v):
+            return f"{v / wall * 100:.0f}%" if wall else "-"
+        rows.append([g["group"] or "?", str(g["threads"]), f"{wall / 1e9:.2f}s", share(g["cpu_ns"]),
+                     *(share(g["wait_ns"][k]) for k in WAIT_KINDS), share(g["rest_ns"])])
+    widths = [max(len(r[c]) for r in rows + [header]) for c in range(len(header))]
+    lines = ["where the threads' time went (share of their wall time):"]
+    for r in [header] + rows:
+        lines.append("  ".join(r[c].ljust(widths[c]) if c == 0 else r[c].rjust(widths[c])
+                               for c in range(len(r))).rstrip())
+    return lines
 
 
 # -- the conventional profile: --top, --list, --stat (where the time goes) ---------

@@ -13,9 +13,10 @@ from cozprof.errors import CozError
 
 LINE_FIELDS = {"line", "file", "lineno", "progress_point", "kind", "experiments", "points",
                "slope", "slope_ci", "intercept", "r2", "impact", "max_speedup", "predicted",
-               "contention", "phase_factor", "drift_corrected"}
-TOP_FIELDS = {"schema", "profiles", "phase_correction", "progress_points", "lines", "omitted",
-              "summary", "warnings", "diagnosis"}
+               "contention", "phase_factor", "drift_corrected", "unit", "function", "calls",
+               "contains", "called_from", "samples", "on_cpu_share", "off_cpu", "category"}
+TOP_FIELDS = {"schema", "profiles", "phase_correction", "progress_points", "units", "lines",
+              "omitted", "threads", "thread_groups", "summary", "warnings", "diagnosis"}
 
 
 def run(name, **opts):
@@ -66,7 +67,7 @@ def test_a_speedup_measured_once_still_has_an_interval():
 
 def test_omitted_partial_and_summary():
     r = run("throughput.coz")
-    assert r["omitted"] == [{"line": "/src/b.c:20", "progress_point": "work",
+    assert r["omitted"] == [{"unit": "line", "line": "/src/b.c:20", "progress_point": "work",
                              "reason": "too-few-speedups",
                              "detail": "2 distinct speedups, 3 needed"}]
     assert r["summary"] == {"runs": 1, "experiments": 7, "partial_experiments": 1,
@@ -221,3 +222,125 @@ def test_without_local_baselines_drift_would_bias_the_answer(tmp_path, monkeypat
     assert result["lines"][0]["drift_corrected"] is False
     worst = max(abs(p["program_speedup"] - p["speedup"] / 3) for p in result["lines"][0]["points"])
     assert worst > 0.1
+
+
+# -- off-CPU time and units (issues 11 and 12; arithmetic in the fixtures' README) --------
+
+def _rewrite_startup(src, dest, **fields):
+    recs = [json.loads(ln) for ln in open(src)]
+    recs[0].update(fields)
+    for k, v in fields.items():
+        if v is None:
+            del recs[0][k]
+    dest.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return str(dest)
+
+
+def test_phase_correction_counts_the_waits_it_speeds_up():
+    # s_obs = 3 x (10 CPU samples + 290 ms sped up / 1 ms) = 900 in t_obs = 3 s;
+    # s = 100 CPU + 1160 sleep samples (sync is not in the blocked scope "ils") in T = 10 s.
+    r = run("offcpu.coz")
+    a = only(r, "/src/o.c:9")
+    assert a["phase_factor"] == approx((3e9 / 900) * (1260 / 1e10))  # 0.42
+    assert [p["program_speedup"] for p in a["points"]] == approx([0.0, 0.42 * 0.2, 0.42 * 0.5])
+    # (Counting CPU samples alone, 30 observed and 100 in all, would have given 1.0.)
+
+
+@pytest.mark.parametrize("scope, s", [("ilsy", 1460), ("il", 100), (None, 100)])
+def test_phase_correction_follows_the_runs_blocked_scope(tmp_path, scope, s):
+    path = _rewrite_startup(os.path.join(FIXTURES, "offcpu.coz"), tmp_path / "o.coz", blocked_scope=scope)
+    a = only(run([path]), "/src/o.c:9")
+    assert a["phase_factor"] == approx((3e9 / 900) * (s / 1e10))
+
+
+def test_a_line_says_how_much_of_its_time_is_off_the_cpu():
+    a = only(run("offcpu.coz"), "/src/o.c:9")
+    assert a["unit"] == "line" and a["samples"] == 1460
+    assert a["on_cpu_share"] == approx(100 / 1460)
+    assert a["off_cpu"] == approx({"sleep": 1160 / 1460, "sync": 200 / 1460})
+    assert a["category"] == "sleep"
+    # a profile without samples records says nothing rather than something false
+    c = only(run("contention.coz"), "/src/b.c:20")
+    assert (c["on_cpu_share"], c["off_cpu"], c["category"], c["samples"]) == (None, {}, None, 0)
+
+
+def test_threads_and_thread_groups_split_wall_time():
+    r = run("offcpu.coz")
+    G = 10 ** 9
+    zero = {"io": 0, "lock": 0, "sleep": 0, "sync": 0, "sched": 0, "other": 0}
+    assert r["threads"] == [
+        {"run": 0, "tid": 11, "thread": "app", "group": "main", "wall_ns": 10 * G, "cpu_ns": 2 * G,
+         "wait_ns": {**zero, "sleep": 5 * G, "sync": 2 * G, "sched": G // 2}, "rest_ns": G // 2},
+        {"run": 0, "tid": 12, "thread": "app", "group": "worker", "wall_ns": 8 * G, "cpu_ns": 6 * G,
+         "wait_ns": {**zero, "io": G, "lock": G // 2}, "rest_ns": G // 2},
+        {"run": 0, "tid": 13, "thread": "app", "group": "worker", "wall_ns": 8 * G, "cpu_ns": 4 * G,
+         "wait_ns": {**zero, "io": 2 * G, "lock": G, "sync": G}, "rest_ns": 0}]
+    assert r["thread_groups"] == [
+        {"group": "main", "threads": 1, "wall_ns": 10 * G, "cpu_ns": 2 * G,
+         "wait_ns": {**zero, "sleep": 5 * G, "sync": 2 * G, "sched": G // 2}, "rest_ns": G // 2},
+        {"group": "worker", "threads": 2, "wall_ns": 16 * G, "cpu_ns": 10 * G,
+         "wait_ns": {**zero, "io": 3 * G, "lock": 3 * G // 2, "sync": G}, "rest_ns": G // 2}]
+    assert run("throughput.coz")["threads"] == [] and run("throughput.coz")["thread_groups"] == []
+
+
+def unit_curve(result, unit, name):
+    found = [ln for ln in result["lines"] if ln["unit"] == unit and ln["line"] == name]
+    assert len(found) == 1, [(ln["unit"], ln["line"]) for ln in result["lines"]]
+    return found[0]
+
+
+def test_curves_are_kept_apart_by_unit_and_each_unit_has_its_own_phase_correction():
+    r = run("units.coz")
+    assert r["units"] == ["line", "function", "callsite"]
+    U = "/src/u.c"
+    # (t_obs / s_obs) * (s / T), T = 1 s, t_obs = 0.3 s; s and s_obs from each unit's own samples
+    expected = {("line", f"{U}:5"): (300, 135), ("line", f"{U}:6"): (60, 60),
+                ("function", "work"): (300 + 60, 180), ("callsite", f"{U}:20"): (200 + 40, 144),
+                ("callsite", f"{U}:21"): (100 + 20, 90), ("callsite", f"{U}:22"): (60, 90)}
+    assert len(r["lines"]) == len(expected)
+    for (unit, name), (s, s_obs) in expected.items():
+        c = unit_curve(r, unit, name)
+        assert c["phase_factor"] == approx((3e8 / s_obs) * (s / 1e9)), (unit, name)
+        assert c["points"][2]["program_speedup"] == approx(0.5 * c["phase_factor"])
+    ranked = [(ln["unit"], ln["line"]) for ln in r["lines"]]
+    assert ranked == [("line", f"{U}:5"), ("function", "work"), ("callsite", f"{U}:20"),
+                      ("callsite", f"{U}:21"), ("line", f"{U}:6"), ("callsite", f"{U}:22")]
+
+
+def test_a_function_knows_its_lines_and_the_call_sites_that_call_it():
+    r = run("units.coz")
+    U = "/src/u.c"
+    work = unit_curve(r, "function", "work")
+    assert (work["file"], work["lineno"], work["function"]) == (U, 5, None)
+    assert work["contains"] == [f"{U}:5", f"{U}:6"]           # highest impact first
+    assert work["called_from"] == [f"{U}:20", f"{U}:21"]
+    assert work["on_cpu_share"] == approx(300 / 360) and work["off_cpu"] == approx({"io": 60 / 360})
+    assert unit_curve(r, "line", f"{U}:5")["function"] == "work"
+    assert unit_curve(r, "line", f"{U}:6")["category"] == "io"
+    qs = unit_curve(r, "callsite", f"{U}:22")
+    assert (qs["function"], qs["calls"], qs["file"], qs["lineno"]) == ("main", ["qsort"], U, 22)
+    cs = unit_curve(r, "callsite", f"{U}:20")
+    assert cs["calls"] == ["work"] and cs["samples"] == 240
+    assert cs["off_cpu"] == approx({"io": 40 / 240})
+    for ln in r["lines"]:
+        if ln["unit"] != "function":
+            assert ln["contains"] == [] and ln["called_from"] == []
+        if ln["unit"] != "callsite":
+            assert ln["calls"] == []
+
+
+def test_function_names_with_a_path_match_only_that_file():
+    from cozprof import units
+    assert units.split_function_name("work [/src/u.c]") == ("work", "/src/u.c")
+    assert units.split_function_name("operator[]") == ("operator[]", None)
+    assert units.UnitIndex.matches("work [/src/u.c]", ("work", "/src/u.c"))
+    assert not units.UnitIndex.matches("work [/src/v.c]", ("work", "/src/u.c"))
+    assert units.UnitIndex.matches("work", ("work", "/src/v.c"))
+    assert not units.UnitIndex.matches("work", ("worker", "/src/u.c"))
+
+
+def test_omitted_curves_name_their_unit():
+    r = run("units.coz", min_points=4)
+    assert r["lines"] == [] and len(r["omitted"]) == 6
+    assert {(o["unit"], o["line"]) for o in r["omitted"]} >= {("function", "work"),
+                                                              ("callsite", "/src/u.c:20")}

@@ -1,0 +1,233 @@
+"""Units of virtual speedup as the analysis sees them: which samples of a run
+count for a line, a function or a call site (on and off the CPU), which lines
+lie in a function and which call sites call it.
+
+Sources, all of one run (`docs/profile-format.md`):
+
+* CPU samples: `samples` records, per line (`counts`), per function
+  (`functions`) and per call site (`callsites`);
+* blocked samples: `samples` records' `blocked`, per wait category and line
+  (the wait's call site, its first in-scope frame);
+* the conventional profile (`locations`, `stacks`, `stack_counts`): every
+  frame of every distinct stack, inlined frames included. It tells which
+  function a line lies in (the frame's function), which functions a call
+  site calls (the function of the frame just inside it), and, for call
+  sites, the blocked samples whose callchain passes through the line.
+
+`docs/analysis.md` (sections 3 and 6) states the rules.
+"""
+
+from . import profile as profile_mod
+from .conventional import RunStacks
+
+LINE, FUNCTION, CALLSITE = profile_mod.LINE, profile_mod.FUNCTION, profile_mod.CALLSITE
+WAIT_KINDS = profile_mod.WAIT_KINDS
+CPU = "cpu"
+
+# Letters of --blocked-scope (the startup record's `blocked_scope`).
+SCOPE_LETTERS = {"i": "io", "l": "lock", "s": "sleep", "y": "sync"}
+DEFAULT_SAMPLE_PERIOD_NS = 1000000
+
+
+def blocked_scope(run):
+    """The wait categories the run's experiments could speed up (a set)."""
+    letters = run.startup.get("blocked_scope")
+    if not isinstance(letters, str):
+        return frozenset()
+    return frozenset(SCOPE_LETTERS[c] for c in letters if c in SCOPE_LETTERS)
+
+
+def sample_period_ns(run):
+    v = run.startup.get("sample_period_ns")
+    return v if isinstance(v, int) and v > 0 else DEFAULT_SAMPLE_PERIOD_NS
+
+
+def split_function_name(name):
+    """'name [path]' -> ('name', 'path'); 'name' -> ('name', None)."""
+    if name.endswith("]"):
+        at = name.rfind(" [")
+        if at > 0:
+            return name[:at], name[at + 2:-1]
+    return name, None
+
+
+class _RunIndex:
+    """What one run's stacks say about its lines, functions and call sites."""
+
+    def __init__(self, run):
+        self.run = run
+        # "path:line" -> {(function, file): weight}: the functions a line lies in
+        self.line_functions = {}
+        # call site "path:line" -> {(function, file): weight}: the functions it calls
+        self.callees = {}
+        # [(kind, frozenset of "path:line" of its frames, samples)] of blocked stacks
+        self.blocked_stacks = []
+        stacks = RunStacks(run)
+        weight = {sid: n for sid, (n, _ns) in run.stack_counts.items()}
+        for sid, st in run.stacks.items():
+            n = weight.get(sid, 0)
+            w = n if n > 0 else 0
+            frames = stacks.frames(st)
+            keys = []
+            inner = None
+            for fr in frames:
+                if fr.file is not None and fr.line > 0:
+                    key = f"{fr.file}:{fr.line}"
+                    keys.append(key)
+                    _add(self.line_functions.setdefault(key, {}), (fr.name, fr.file), w)
+                    if inner is not None:
+                        _add(self.callees.setdefault(key, {}), (inner.name, inner.file), w)
+                inner = fr
+            if st.kind != CPU and n > 0:
+                self.blocked_stacks.append((st.kind, frozenset(keys), n))
+
+    def function_of(self, line):
+        """(function, file) the line lies in, or None: the most sampled one."""
+        fns = self.line_functions.get(line)
+        if not fns:
+            return None
+        return max(fns.items(), key=lambda kv: (kv[1], kv[0][0], kv[0][1] or ""))[0]
+
+
+def _add(counter, key, n):
+    counter[key] = counter.get(key, 0) + n
+
+
+class UnitIndex:
+    """Samples per unit over the runs of a profile, and the nesting of units.
+
+    Built lazily: a profile without stacks or units costs nothing more than
+    before."""
+
+    def __init__(self, profile):
+        self.profile = profile
+        self._runs = {}
+        self._function_names = None
+
+    def _run(self, run):
+        idx = self._runs.get(id(run))
+        if idx is None:
+            idx = self._runs[id(run)] = _RunIndex(run)
+        return idx
+
+    # -- samples of a unit ---------------------------------------------------
+
+    def cpu_samples(self, run, unit, name):
+        """CPU samples of the unit in the run (its `samples` records)."""
+        if unit == LINE:
+            return run.samples.get(name, 0)
+        return run.unit_samples.get(unit, {}).get(name, 0)
+
+    def blocked_samples(self, run, unit, name):
+        """{wait kind: blocked samples} of the unit in the run.
+
+        line: the `blocked` counts of the line (the wait's call site);
+        function: those of the lines that lie in the function;
+        call site: blocked samples whose callchain has a frame in the line
+        (from the stacks; each sample once)."""
+        out = {}
+        if unit == LINE:
+            for kind, per_line in run.blocked.items():
+                n = per_line.get(name, 0)
+                if n:
+                    out[kind] = n
+        elif unit == FUNCTION:
+            if not run.blocked:
+                return out
+            idx = self._run(run)
+            for kind, per_line in run.blocked.items():
+                for line, n in per_line.items():
+                    fn = idx.function_of(line)
+                    if fn is not None and n and self.matches(name, fn):
+                        out[kind] = out.get(kind, 0) + n
+        elif unit == CALLSITE:
+            for kind, keys, n in self._run(run).blocked_stacks:
+                if name in keys:
+                    out[kind] = out.get(kind, 0) + n
+        return out
+
+    def phase_samples(self, run, unit, name):
+        """s of the phase correction: CPU samples plus the blocked samples of the
+        categories the run's experiments speed up (`blocked_scope`)."""
+        scope = blocked_scope(run)
+        blocked = self.blocked_samples(run, unit, name) if scope else {}
+        return self.cpu_samples(run, unit, name) + sum(n for k, n in blocked.items() if k in scope)
+
+    def mix(self, unit, name):
+        """(CPU samples, {wait kind: blocked samples}) of the unit over every run."""
+        cpu, off = 0, {}
+        for run in self.profile.runs:
+            cpu += self.cpu_samples(run, unit, name)
+            for k, n in self.blocked_samples(run, unit, name).items():
+                off[k] = off.get(k, 0) + n
+        return cpu, off
+
+    # -- nesting ---------------------------------------------------------------
+
+    def function_names(self):
+        """Names of function units anywhere in the profile (samples or experiments)."""
+        if self._function_names is None:
+            names = set()
+            for run in self.profile.runs:
+                names.update(run.unit_samples.get(FUNCTION, {}))
+                names.update(e.selected for e in run.experiments if e.unit == FUNCTION)
+            self._function_names = names
+        return self._function_names
+
+    @staticmethod
+    def matches(unit_name, fn):
+        """Does the function unit `unit_name` ('name' or 'name [path]') name the
+        frame function `fn` = (function, file)?"""
+        base, path = split_function_name(unit_name)
+        if fn[0] != base:
+            return False
+        return path is None or fn[1] == path
+
+    def unit_name(self, fn):
+        """The function unit's name for frame function `fn`: the name experiments
+        give it (`name [path]` when ambiguous), else its bare name."""
+        name, file = fn
+        if name in self.function_names():
+            return name
+        qualified = f"{name} [{file}]"
+        if file is not None and qualified in self.function_names():
+            return qualified
+        return name
+
+    def function_of(self, line):
+        """The function (unit name) the line lies in, from the stacks of the runs
+        that sampled it; None when no stack shows it."""
+        best, weight = None, -1
+        for run in self.profile.runs:
+            fns = self._run(run).line_functions.get(line)
+            for fn, w in (fns or {}).items():
+                if w > weight:
+                    best, weight = fn, w
+        return None if best is None else self.unit_name(best)
+
+    def callees(self, callsite):
+        """Functions (unit names) the call site calls, most sampled first."""
+        total = {}
+        for run in self.profile.runs:
+            for fn, w in self._run(run).callees.get(callsite, {}).items():
+                name = self.unit_name(fn)
+                total[name] = total.get(name, 0) + w
+        return [n for n, _ in sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+    def function_lines(self, name):
+        """(file, lowest line) of the lines the stacks place in function `name`,
+        the file with most samples; (None, 0) when none."""
+        per_file = {}
+        for run in self.profile.runs:
+            for line, fns in self._run(run).line_functions.items():
+                for fn, w in fns.items():
+                    if self.matches(name, fn):
+                        path, _, n = line.rpartition(":")
+                        entry = per_file.setdefault(path, [0, None])
+                        entry[0] += w
+                        if n.isdigit() and (entry[1] is None or int(n) < entry[1]):
+                            entry[1] = int(n)
+        if not per_file:
+            return None, 0
+        path, (_, low) = max(per_file.items(), key=lambda kv: (kv[1][0], kv[0]))
+        return path, low or 0
