@@ -114,10 +114,12 @@ def _add(into, c):
         into[k] += c[k]
 
 
-def figures(c, elapsed_ns):
-    """Rates and means of one set of counters over `elapsed_ns` of run."""
+def figures(c, elapsed_ns, threads=1):
+    """Rates and means of one set of counters over `elapsed_ns` of run, used by
+    `threads` threads."""
     acq, cont = c["acquisitions"], c["contended"]
     elapsed_s = elapsed_ns / 1e9
+    users = max(1, threads)
     return {
         "acquisitions": acq,
         "frequency": acq / elapsed_s if elapsed_s > 0 else 0.0,
@@ -126,6 +128,8 @@ def figures(c, elapsed_ns):
         "wait_ns": c["wait_ns"],
         "mean_wait_ns": c["wait_ns"] / cont if cont else 0.0,
         "wait_share": c["wait_ns"] / elapsed_ns if elapsed_ns > 0 else 0.0,
+        "waiting_share": c["wait_ns"] / (users * elapsed_ns) if elapsed_ns > 0 else 0.0,
+        "wait_per_acquisition_ns": c["wait_ns"] / acq if acq else 0.0,
         "hold_ns": c["hold_ns"],
         "mean_hold_ns": c["hold_ns"] / acq if acq else 0.0,
         "hold_share": c["hold_ns"] / elapsed_ns if elapsed_ns > 0 else 0.0,
@@ -136,11 +140,22 @@ def figures(c, elapsed_ns):
     }
 
 
+def contended_by(fig, th):
+    """Why a lock counts as contended: "rate" (at least th["contention"] of its
+    acquisitions found it taken, SyncPerf's measure), "waiting" (its users spent
+    at least that share of their time waiting for it), both, or None."""
+    rate = fig["contention"] >= th["contention"]
+    waiting = fig.get("waiting_share", 0.0) >= th["contention"]
+    if rate and waiting:
+        return "rate and waiting"
+    return "rate" if rate else "waiting" if waiting else None
+
+
 def quadrant(fig, th):
     """SyncPerf's figure 1: Q2 frequent and contended, Q4 frequent only, Q1
-    contended only, Q3 neither."""
+    contended only, Q3 neither (contended: see contended_by)."""
     frequent = fig["frequency"] >= th["frequency"]
-    contended = fig["contention"] >= th["contention"]
+    contended = contended_by(fig, th) is not None
     if frequent:
         return "Q2" if contended else "Q4"
     return "Q1" if contended else "Q3"
@@ -168,7 +183,7 @@ class _Family:
         self.site = site
         self.members = []          # (lock record, its counters)
         self.folded = []           # folded records
-        self.objects = 0
+        self.objects = 0           # objects counted one by one (folded ones apart)
         self.total = dict.fromkeys(_COUNTERS, 0)
         self.sites = {}            # acquisition site -> counters (+ "held")
         self.threads = 0           # most threads any one object saw
@@ -179,7 +194,6 @@ class _Family:
         _add(self.total, c)
         if folded:
             self.folded.append(rec)
-            self.objects += _nonneg(rec.get("objects", 0))
         else:
             self.members.append((rec, c))
             self.objects += 1
@@ -217,12 +231,24 @@ def _families(locks_rec):
         if fam is None:
             fam = fams[key] = _Family(kind, site)
         fam.add(rec)
+    # Folded entries are counted per call site of acquisition (the runtime's
+    # table was full when their objects were first used there): they belong to
+    # the family whose objects are acquired at that site, the busiest there
+    # when several are; else, to the family initialized there; else to one of
+    # their own.
+    by_acquisition = {}
+    for key, fam in fams.items():
+        for site, c in fam.sites.items():
+            best = by_acquisition.get((fam.kind, site))
+            if best is None or c["acquisitions"] > best[0]:
+                by_acquisition[(fam.kind, site)] = (c["acquisitions"], key)
     for rec in locks_rec.get("folded") or ():
         if not isinstance(rec, dict):
             continue
         kind = rec.get("kind") if isinstance(rec.get("kind"), str) else "unknown"
         site = rec.get("site") if isinstance(rec.get("site"), str) else None
-        key = (kind, site)
+        owner = by_acquisition.get((kind, site))
+        key = owner[1] if owner else (kind, site)
         fam = fams.get(key)
         if fam is None:
             fam = fams[key] = _Family(kind, site)
@@ -230,12 +256,18 @@ def _families(locks_rec):
     return list(fams.values())
 
 
+def _threads(rec):
+    n = rec.get("threads")
+    return n if type(n) is int and n > 0 else 1
+
+
 def _member_summary(rec, c, elapsed_ns, th):
-    fig = figures(c, elapsed_ns)
+    fig = figures(c, elapsed_ns, _threads(rec))
     return {"id": rec.get("id"), "address": rec.get("address"),
             "acquisitions": fig["acquisitions"], "contended": fig["contended"],
             "contention": fig["contention"], "frequency": fig["frequency"],
-            "wait_ns": fig["wait_ns"], "mean_hold_ns": fig["mean_hold_ns"],
+            "wait_ns": fig["wait_ns"], "waiting_share": fig["waiting_share"],
+            "mean_hold_ns": fig["mean_hold_ns"],
             "threads": rec.get("threads"), "quadrant": quadrant(fig, th)}
 
 
@@ -247,49 +279,107 @@ def _reportable_contended(fig, th):
 
 def asymmetry(members, elapsed_ns, th):
     """SyncPerf 2.1.4: objects of one family whose contention rates differ by
-    `th["asymmetry"]` times or more. The rates are compared through Wilson
-    intervals (99.9%): the hottest object (highest lower bound) against the
-    coolest (lowest upper bound), among objects with at least
-    ASYMMETRY_MIN_ACQUISITIONS acquisitions. Reported only when the hottest is
-    itself a contended lock worth reporting. `members`: [(lock record, its
-    counters)]. Returns None or the figures."""
-    compared = []
-    for rec, c in members:
-        if c["acquisitions"] >= ASYMMETRY_MIN_ACQUISITIONS:
-            lo, hi = wilson(c["contended"], c["acquisitions"])
-            compared.append((rec, c, lo, hi))
-    if len(compared) < 2:
+    `th["asymmetry"]` times or more. `members`: [(lock record, its counters)];
+    objects with fewer than ASYMMETRY_MIN_ACQUISITIONS acquisitions are not
+    compared. Rates are compared through Wilson intervals (99.9%), two ways:
+
+    - "one-to-one" (SyncPerf's rule): the hottest object (highest lower
+      bound) against the coolest (lowest upper bound);
+    - "busiest-to-rest": the busiest object (most acquisitions) against all
+      the others together (whatever their number of acquisitions), which has
+      the power to see a hot bucket beside many cold ones that each have too
+      few acquisitions to tell.
+
+    and, as SyncPerf also checks "the number of acquisitions of these locks":
+
+    - "traffic": the busiest object takes `th["asymmetry"]` times the
+      acquisitions of every other (when threads took turns on the CPUs, the
+      hot object's rate may be no higher, but it takes the waiting with its
+      traffic).
+
+    Contended acquisitions and acquisitions are counted events, robust where
+    waiting times are not (one preempted holder makes one very long wait).
+    Reported only when the hot object is itself a contended lock worth
+    reporting (for "traffic": when the family is, and the busiest object is
+    the one waited for most). Returns None or the figures."""
+    used = [(rec, c) for rec, c in members if c["acquisitions"] > 0]
+    compared = [(rec, c) for rec, c in used if c["acquisitions"] >= ASYMMETRY_MIN_ACQUISITIONS]
+    if len(used) < 2 or not compared:
         return None
-    hot = max(compared, key=lambda t: (t[2], t[1]["contended"]))
-    cold = min(compared, key=lambda t: (t[3], -t[1]["acquisitions"]))
-    if hot is cold or hot[2] < th["asymmetry"] * cold[3]:
+    found = (_one_to_one(compared, elapsed_ns, th) if len(compared) > 1 else None) or \
+        _busiest_to_rest(compared, used, elapsed_ns, th) or _traffic(compared, used, elapsed_ns, th)
+    if found is None:
         return None
-    hot_fig = figures(hot[1], elapsed_ns)
-    if not _reportable_contended(hot_fig, th):
-        return None
+    hot, rest, out = found
+    hot_acq = sum(c["acquisitions"] for _r, c in hot)
+    rest_acq = sum(c["acquisitions"] for _r, c in rest)
+    out.update({
+        "compared": len(compared) if out["measure"] == "one-to-one" else len(used),
+        "hot_objects": len(hot),
+        "hot_contention": sum(c["contended"] for _r, c in hot) / hot_acq if hot_acq else 0.0,
+        "rest_contention": sum(c["contended"] for _r, c in rest) / rest_acq if rest_acq else 0.0,
+        "hot_acquisition_share": hot_acq / (hot_acq + rest_acq) if hot_acq + rest_acq else 0.0,
+        "acquisitions_range": [min(c["acquisitions"] for _r, c in used),
+                               max(c["acquisitions"] for _r, c in used)],
+    })
+    return out
+
+
+def _object(rec, c):
+    acq = c["acquisitions"]
+    return {"id": rec.get("id"), "address": rec.get("address"), "acquisitions": acq,
+            "contention": c["contended"] / acq if acq else 0.0,
+            "contention_ci": list(wilson(c["contended"], acq))}
+
+
+def _hot_enough(rec, c, elapsed_ns, th):
+    return _reportable_contended(figures(c, elapsed_ns, _threads(rec)), th)
+
+
+def _one_to_one(compared, elapsed_ns, th):
+    bounds = [(rec, c, *wilson(c["contended"], c["acquisitions"])) for rec, c in compared]
+    hot = max(bounds, key=lambda t: (t[2], t[1]["contended"]))
+    cold = min(bounds, key=lambda t: (t[3], -t[1]["acquisitions"]))
     bar = th["asymmetry"] * cold[3]
-    hot_set = [t for t in compared if t[2] >= bar]
-    rest = [t for t in compared if t[2] < bar]
-    hot_acq = sum(t[1]["acquisitions"] for t in hot_set)
-    rest_acq = sum(t[1]["acquisitions"] for t in rest)
-    all_acq = hot_acq + rest_acq
-    return {
-        "compared": len(compared),
-        "hot_objects": len(hot_set),
-        "hot_contention": sum(t[1]["contended"] for t in hot_set) / hot_acq if hot_acq else 0.0,
-        "rest_contention": sum(t[1]["contended"] for t in rest) / rest_acq if rest_acq else 0.0,
-        "hot_acquisition_share": hot_acq / all_acq if all_acq else 0.0,
-        "hottest": {"id": hot[0].get("id"), "address": hot[0].get("address"),
-                    "acquisitions": hot[1]["acquisitions"], "contention": hot_fig["contention"],
-                    "contention_ci": [hot[2], hot[3]]},
-        "coolest": {"id": cold[0].get("id"), "address": cold[0].get("address"),
-                    "acquisitions": cold[1]["acquisitions"],
-                    "contention": cold[1]["contended"] / cold[1]["acquisitions"],
-                    "contention_ci": [cold[2], cold[3]]},
-        "acquisitions_range": [min(t[1]["acquisitions"] for t in compared),
-                               max(t[1]["acquisitions"] for t in compared)],
-        "ratio": hot[2] / cold[3] if cold[3] > 0 else None,
-    }
+    if hot is cold or hot[2] < bar or not _hot_enough(hot[0], hot[1], elapsed_ns, th):
+        return None
+    hot_set = [(r, c) for r, c, lo, _hi in bounds if lo >= bar]
+    rest = [(r, c) for r, c, lo, _hi in bounds if lo < bar]
+    return hot_set, rest, {"measure": "one-to-one", "hottest": _object(hot[0], hot[1]),
+                           "coolest": _object(cold[0], cold[1]),
+                           "ratio": hot[2] / cold[3] if cold[3] > 0 else None}
+
+
+def _busiest_to_rest(compared, used, elapsed_ns, th):
+    busiest = max(compared, key=lambda m: (m[1]["acquisitions"], m[1]["contended"]))
+    rest = [m for m in used if m[0] is not busiest[0]]
+    lo, _hi = wilson(busiest[1]["contended"], busiest[1]["acquisitions"])
+    _lo, rest_hi = wilson(sum(c["contended"] for _r, c in rest), sum(c["acquisitions"] for _r, c in rest))
+    if lo < th["asymmetry"] * rest_hi or not _hot_enough(*busiest, elapsed_ns, th):
+        return None
+    coolest = min(rest, key=lambda m: (wilson(m[1]["contended"], m[1]["acquisitions"])[1],
+                                       -m[1]["acquisitions"]))
+    return [busiest], rest, {"measure": "busiest-to-rest", "hottest": _object(*busiest),
+                             "coolest": _object(*coolest), "ratio": lo / rest_hi if rest_hi > 0 else None}
+
+
+def _traffic(compared, used, elapsed_ns, th):
+    busiest = max(compared, key=lambda m: (m[1]["acquisitions"], m[1]["contended"]))
+    rest = [m for m in used if m[0] is not busiest[0]]
+    second = max(c["acquisitions"] for _r, c in rest)
+    if busiest[1]["acquisitions"] < th["asymmetry"] * second:
+        return None
+    # The family is contended, and the busiest object is the one waited for most.
+    if busiest[1]["wait_ns"] < max(c["wait_ns"] for _r, c in rest):
+        return None
+    total = dict.fromkeys(_COUNTERS, 0)
+    for _r, c in used:
+        _add(total, c)
+    if not _reportable_contended(figures(total, elapsed_ns, max(_threads(r) for r, _c in used)), th):
+        return None
+    coolest = min(rest, key=lambda m: (m[1]["contended"] / m[1]["acquisitions"], -m[1]["acquisitions"]))
+    return [busiest], rest, {"measure": "traffic", "hottest": _object(*busiest), "coolest": _object(*coolest),
+                             "ratio": busiest[1]["acquisitions"] / second}
 
 
 # -- classification ----------------------------------------------------------
@@ -321,10 +411,15 @@ def classify(entry, th):
     if entry["asymmetry"] is not None:
         a = entry["asymmetry"]
         one = a["hot_objects"] == 1
-        reason = (f"{a['hot_objects']} of {a['compared']} objects {'takes' if one else 'take'} "
-                  f"{a['hot_acquisition_share']:.0%} of the acquisitions and "
-                  f"{'is' if one else 'are'} contended {a['hot_contention']:.1%} against "
-                  f"{a['rest_contention']:.1%} for the others")
+        if a["measure"] == "traffic":
+            reason = (f"the busiest of {a['compared']} objects takes {a['hot_acquisition_share']:.0%} "
+                      f"of the acquisitions ({a['ratio']:.0f} times the next) and is the one "
+                      f"threads wait for")
+        else:
+            reason = (f"{a['hot_objects']} of {a['compared']} objects {'takes' if one else 'take'} "
+                      f"{a['hot_acquisition_share']:.0%} of the acquisitions and "
+                      f"{'is' if one else 'are'} contended {a['hot_contention']:.2%} against "
+                      f"{a['rest_contention']:.2%} for the others")
         return "asymmetric-contention", "asymmetry", reason, SUGGESTIONS[("asymmetric-contention", None)]
     if q in ("Q2", "Q4") and entry["single_thread"]:
         return ("over-synchronization", "single-thread", "frequent, and every object was used by a single thread",
@@ -672,10 +767,11 @@ def thresholds(frequency=FREQUENCY, contention=CONTENTION, long_hold_ns=LONG_HOL
             "asymmetry": float(asymmetry), "imbalance": float(imbalance)}
 
 
-# Findings are ranked: contended locks first (by time waited), then try-lock
-# failures (by failures), then uncontended locks (by acquisitions), then load
-# imbalance.
-_ORDER = {"contended": 0, "trylock": 1, "uncontended": 2, "imbalance": 3}
+# Findings are ranked by what their cost is measured in. Contended locks (by
+# time waited) and load imbalance cost time spent waiting, which the counters
+# measure; try-lock failures (by failures) and uncontended locks (by
+# acquisitions) cost per call, which they do not.
+_ORDER = {"contended": 0, "imbalance": 1, "trylock": 2, "uncontended": 3}
 
 
 def analyze_locks(profile, pid=None, th=None, causal=None, causal_note=None, read_source=None):
@@ -702,13 +798,13 @@ def analyze_locks(profile, pid=None, th=None, causal=None, causal_note=None, rea
 
     entries, findings, others_sync = [], [], []
     for fam in _families(locks_rec):
-        fig = figures(fam.total, elapsed_ns)
+        fig = figures(fam.total, elapsed_ns, fam.threads)
         entry = {
             "key": f"{fam.kind}@{fam.site}" if fam.site else
                    f"{fam.kind}#{fam.members[0][0].get('id') if fam.members else '?'}",
             "kind": fam.kind, "site": fam.site, "objects": fam.objects,
             "folded_objects": sum(_nonneg(r.get("objects", 0)) for r in fam.folded),
-            "address": fam.members[0][0].get("address") if fam.objects == 1 and fam.members else None,
+            "address": fam.members[0][0].get("address") if fam.objects == 1 and not fam.folded else None,
             "figures": fig, "threads": fam.threads, "single_thread": fam.single_thread and fam.objects > 0,
             "quadrant": quadrant(fig, th), "asymmetry": None, "members_by_quadrant": {},
             "top_members": [], "sites": [], "category": None, "reason": None, "suggestion": None,
@@ -720,10 +816,12 @@ def analyze_locks(profile, pid=None, th=None, causal=None, causal_note=None, rea
             # Up to a million objects: count quadrants, and keep a summary of the top few only.
             by_q = entry["members_by_quadrant"]
             elapsed_s = elapsed_ns / 1e9
-            for _rec, c in fam.members:
+            for rec, c in fam.members:
                 acq = c["acquisitions"]
                 q = quadrant({"frequency": acq / elapsed_s if elapsed_s > 0 else 0.0,
-                              "contention": c["contended"] / acq if acq else 0.0}, th)
+                              "contention": c["contended"] / acq if acq else 0.0,
+                              "waiting_share": c["wait_ns"] / (_threads(rec) * elapsed_ns)
+                              if elapsed_ns > 0 else 0.0}, th)
                 by_q[q] = by_q.get(q, 0) + 1
             top = heapq.nsmallest(TOP_MEMBERS, fam.members,
                                   key=lambda m: (-m[1]["contended"], -m[1]["acquisitions"],

@@ -23,9 +23,9 @@ def add_arguments(p):
                    help=f"acquisitions per second from which a lock is frequent (default "
                         f"{locks.FREQUENCY:g})")
     p.add_argument("--contention", default=None, metavar="PCT",
-                   help=f"share of acquisitions that waited from which a lock is contended, "
-                        f"in percent (default {locks.CONTENTION * 100:g}); also the try-lock "
-                        "failure rate reported")
+                   help=f"share of acquisitions that found a lock taken, or of its users' time "
+                        f"spent waiting for it, from which it is contended, in percent (default "
+                        f"{locks.CONTENTION * 100:g}); also the try-lock failure rate reported")
     p.add_argument("--long-hold", default=None, metavar="TIME",
                    help="mean critical section from which a rare contended lock is reported "
                         "(Q1; default 100us; units ns, us, ms, s; a bare number is in us)")
@@ -33,8 +33,9 @@ def add_arguments(p):
                    help="mean critical section under which a frequent uncontended lock is "
                         "called a few instructions (default 1us)")
     p.add_argument("--asymmetry", default=None, metavar="RATIO",
-                   help=f"contention ratio between locks of one call site reported as "
-                        f"asymmetric (default {locks.ASYMMETRY:g})")
+                   help=f"how many times more contended (or, for the busiest, more used) a lock "
+                        f"of a call site must be than the others to report asymmetric "
+                        f"contention (default {locks.ASYMMETRY:g})")
     p.add_argument("--imbalance", default=None, metavar="PCT",
                    help=f"difference of the thread groups' waiting, in percent of their "
                         f"lifetime, reported as load imbalance (default {locks.IMBALANCE * 100:g})")
@@ -182,7 +183,9 @@ def short_path(line):
 
 def _lock_name(e):
     name = f"{e['kind']} {short_path(e['site']) if e['site'] else hex(e['address'] or 0)}"
-    if e["objects"] != 1:
+    if e["folded_objects"]:
+        name += f" ({e['objects']} objects and more)"
+    elif e["objects"] != 1:
         name += f" ({e['objects']} objects)"
     return name
 
@@ -224,8 +227,8 @@ def format_report(result):
     by_key = {e["key"]: e for e in result["locks"]}
     lock_findings = [f for f in result["findings"] if f["lock"] is not None]
     if lock_findings:
-        header = ["#", "category", "quadrant", "lock", "acq/s", "contention", "waited (mean)",
-                  "hold", "threads", "causal @50%"]
+        header = ["#", "category", "quadrant", "lock", "acq/s", "contention", "waiting",
+                  "waited (mean)", "hold", "threads", "causal @50%"]
         rows = []
         for f in lock_findings:
             e = by_key[f["lock"]]
@@ -236,12 +239,12 @@ def format_report(result):
                 category += " (try-lock)"
                 contention = f"{fmt_pct(g['trylock_failure_rate'])} fail"
             rows.append([str(f["rank"]), category, f["quadrant"] or "-", _lock_name(e),
-                         fmt_rate(g["frequency"]), contention,
+                         fmt_rate(g["frequency"]), contention, fmt_pct(g["waiting_share"]),
                          f"{fmt_time(g['wait_ns'])} ({fmt_time(g['mean_wait_ns'])})",
                          fmt_time(g["mean_hold_ns"]), str(e["threads"]),
                          _causal_text(f["best_causal"])])
         out.append("")
-        out.extend(_table(header, rows, right={0, 4, 5, 6, 7, 8}))
+        out.extend(_table(header, rows, right={0, 4, 5, 6, 7, 8, 9}))
         for f in lock_findings:
             e = by_key[f["lock"]]
             out.append("")
@@ -249,9 +252,11 @@ def format_report(result):
             if e["asymmetry"] is not None and f["category"] == "asymmetric-contention":
                 a = e["asymmetry"]
                 lo, hi = a["acquisitions_range"]
-                out.append(f"   acquisitions per object {lo} to {hi}; the hottest is contended "
-                           f"{fmt_pct(a['hottest']['contention'])}, the coolest "
-                           f"{fmt_pct(a['coolest']['contention'])}")
+                line = f"   acquisitions per object {lo} to {hi}"
+                if a["measure"] != "traffic":
+                    line += (f"; the hottest is contended {a['hottest']['contention']:.2%}, the "
+                             f"coolest {a['coolest']['contention']:.2%} ({a['measure']})")
+                out.append(line)
             if len(e["members_by_quadrant"]) > 0:
                 counts = ", ".join(f"{q}: {n}" for q, n in sorted(e["members_by_quadrant"].items()))
                 out.append(f"   objects by quadrant: {counts}")

@@ -1,13 +1,15 @@
 """coz locks: SyncPerf's classification, on synthetic profiles.
 
-The lock counters are made by `simulate`: a seeded stream of acquisitions
-(thread, arrival time, hold time) goes through a first-come first-served lock,
-which yields what the runtime counts (acquisitions, contended, wait and hold
+The lock counters are made by `run_threads`: a seeded discrete-event
+simulation of threads that each, over and over, work on their own for a
+random time and then take a lock (first come, first served) for some time;
+it yields what the runtime counts (acquisitions, contended, wait and hold
 time, threads, per call site). Profiles are written as JSON lines and read
-back by the one parser, so the tests cover the whole path from the records of
-docs/profile-format.md to the report.
+back by the one parser, so the tests cover the whole path from the records
+of docs/profile-format.md to the report.
 """
 
+import heapq
 import json
 import random
 
@@ -16,46 +18,53 @@ import pytest
 from cozprof import cli, locks, locks_report, profile
 
 E9 = 1_000_000_000
+_KEYS = ("acquisitions", "contended", "wait_ns", "hold_ns", "trylocks", "trylock_failures")
 
 
 # -- synthetic event streams and profiles ------------------------------------------
 
-def simulate(events):
-    """Counters of one lock from its acquisitions [(thread, arrive_ns, hold_ns,
-    site)], served first come first served."""
-    c = {"acquisitions": 0, "contended": 0, "wait_ns": 0, "hold_ns": 0,
-         "trylocks": 0, "trylock_failures": 0}
-    sites, threads = {}, set()
-    free_at = 0
-    for thread, arrive, hold, site in sorted(events, key=lambda e: e[1]):
-        s = sites.setdefault(site, dict.fromkeys(c, 0))
-        wait = max(0, free_at - arrive)
-        for d in (c, s):
-            d["acquisitions"] += 1
-            d["hold_ns"] += hold
-            if wait:
-                d["contended"] += 1
-                d["wait_ns"] += wait
-        free_at = arrive + wait + hold
-        threads.add(thread)
-    c["threads"] = len(threads)
-    c["sites"] = [dict({"site": k}, **v) for k, v in sorted(sites.items())]
-    return c
+def run_threads(rng, threads, ops, gap_ns, hold, pick=lambda rng, t: 0, site="/src/app.c:60", start=None):
+    """Counters per lock index of `threads` threads that each do `ops` times:
+    a random gap of their own work (mean gap_ns), then lock pick(rng, t),
+    held hold(rng) ns. A thread waits for its lock before it goes on; locks
+    serve their waiters first come, first served."""
+    counters, users, free_at = {}, {}, {}
+    heap = [((start(rng, t) if start else rng.random() * gap_ns), t, ops) for t in range(threads)]
+    heapq.heapify(heap)
+    while heap:
+        now, t, left = heapq.heappop(heap)
+        i = pick(rng, t)
+        h = hold(rng)
+        begin = max(now, free_at.get(i, 0))
+        free_at[i] = begin + h
+        c = counters.setdefault(i, dict.fromkeys(_KEYS, 0))
+        c["acquisitions"] += 1
+        c["hold_ns"] += int(h)
+        if begin > now:
+            c["contended"] += 1
+            c["wait_ns"] += int(begin - now)
+        users.setdefault(i, set()).add(t)
+        if left > 1:
+            heapq.heappush(heap, (begin + h + rng.expovariate(1.0 / gap_ns), t, left - 1))
+    for i, c in counters.items():
+        c["threads"] = len(users[i])
+        c["sites"] = [dict({"site": site}, **{k: c[k] for k in _KEYS})]
+    return counters
 
 
-def stream(rng, threads, per_thread, gap_ns, hold_ns, site, start=0):
-    """Each thread acquires `per_thread` times, holding for hold_ns (jittered
-    by 20%), then waits a random gap (mean gap_ns) before it wants the lock
-    again (the time it may have waited for the lock is ignored: a thread's
-    arrivals never overlap its own sections)."""
-    out = []
-    for t in range(threads):
-        now = start + rng.random() * gap_ns
-        for _ in range(per_thread):
-            hold = max(1, int(hold_ns * rng.uniform(0.8, 1.2)))
-            out.append((t, int(now), hold, site))
-            now += hold + rng.expovariate(1.0 / gap_ns)
-    return out
+def held(ns, jitter=0.2, preempt=0.0, slice_ns=3_000_000):
+    """Hold times of about `ns`; with probability `preempt` the holder loses
+    its CPU for a time slice while it holds the lock."""
+    def hold(rng):
+        h = ns * rng.uniform(1 - jitter, 1 + jitter)
+        return h + (slice_ns if preempt and rng.random() < preempt else 0)
+    return hold
+
+
+def skewed(shares):
+    """pick(): lock i with probability proportional to shares[i]."""
+    idx = range(len(shares))
+    return lambda rng, t: rng.choices(idx, weights=shares)[0]
 
 
 def lock_rec(id, counters, kind="mutex", site="/src/app.c:10", address=None):
@@ -112,11 +121,14 @@ def entry(result, key):
 
 # -- the simulator itself ---------------------------------------------------------------
 
-def test_simulate_counts_waits_first_come_first_served():
-    c = simulate([(0, 0, 100, "s"), (1, 50, 100, "s"), (0, 400, 10, "t")])
-    assert (c["acquisitions"], c["contended"], c["wait_ns"], c["hold_ns"], c["threads"]) == \
-        (3, 1, 50, 210, 2)
-    assert [(s["site"], s["acquisitions"], s["contended"]) for s in c["sites"]] == [("s", 2, 1), ("t", 1, 0)]
+def test_simulated_threads_wait_their_turn():
+    rng = random.Random(0)
+    # Two threads arrive at 0 and 50; the second waits 50 ns for the first's 100 ns hold.
+    c = run_threads(rng, 2, 1, 1000, lambda rng: 100, start=lambda rng, t: 50 * t)[0]
+    assert (c["acquisitions"], c["contended"], c["wait_ns"], c["hold_ns"], c["threads"]) == (2, 1, 50, 200, 2)
+    # A thread alone never contends with itself, however long it holds.
+    c = run_threads(rng, 1, 500, 10, held(10_000))[0]
+    assert c["contended"] == 0 and c["acquisitions"] == 500
 
 
 # -- figures and quadrants ----------------------------------------------------------------
@@ -148,6 +160,18 @@ def test_quadrant_boundaries(frequency, contention, expected):
     assert locks.quadrant({"frequency": frequency, "contention": contention}, th) == expected
 
 
+def test_contended_by_rate_or_by_waiting():
+    th = locks.thresholds()
+    assert locks.contended_by({"contention": 0.2, "waiting_share": 0.0}, th) == "rate"
+    assert locks.contended_by({"contention": 0.01, "waiting_share": 0.3}, th) == "waiting"
+    assert locks.contended_by({"contention": 0.2, "waiting_share": 0.3}, th) == "rate and waiting"
+    assert locks.contended_by({"contention": 0.01, "waiting_share": 0.05}, th) is None
+    f = locks.figures({"acquisitions": 100, "contended": 1, "wait_ns": 3 * 10**8, "hold_ns": 0,
+                       "trylocks": 0, "trylock_failures": 0}, E9, threads=2)
+    assert f["waiting_share"] == 0.15 and f["wait_share"] == 0.3 and f["wait_per_acquisition_ns"] == 3 * 10**6
+    assert locks.quadrant(dict(f, frequency=5000.0), th) == "Q2"
+
+
 def test_thresholds_are_validated():
     with pytest.raises(Exception, match="contention"):
         locks.thresholds(contention=1.5)
@@ -162,7 +186,7 @@ def test_thresholds_are_validated():
 def test_global_lock_frequent_and_contended_is_improper_granularity(tmp_path):
     rng = random.Random(1)
     # 4 threads, each wanting the lock every 2 us for 1.5 us: it is always busy.
-    c = simulate(stream(rng, 4, 5000, 2000, 1500, "/src/app.c:20"))
+    c = run_threads(rng, 4, 5000, 2000, held(1500), site="/src/app.c:20")[0]
     path = write_profile(tmp_path / "p.coz", [lock_rec(1, c)], elapsed_ns=E9 // 20)
     r = analyse(path)
     f = only_finding(r)
@@ -172,12 +196,30 @@ def test_global_lock_frequent_and_contended_is_improper_granularity(tmp_path):
     assert "split the lock" in f["suggestion"]
 
 
+def test_a_lock_its_users_wait_for_is_contended_even_at_a_low_rate(tmp_path):
+    # Measured on locks_granularity (2 threads, --short): glibc's mutex lets the
+    # releaser take the lock again before the woken waiter runs, so only 8.2% of
+    # the acquisitions found it taken, but each thread waited a third of its time.
+    c = {"acquisitions": 20000, "contended": 1640, "wait_ns": 73_600_000, "hold_ns": 46_520_000,
+         "trylocks": 0, "trylock_failures": 0, "threads": 2, "sites": []}
+    path = write_profile(tmp_path / "p.coz", [lock_rec(1, c)], elapsed_ns=107_000_000)
+    r = analyse(path)
+    f = only_finding(r)
+    assert (f["category"], f["quadrant"]) == ("improper-granularity", "Q2")
+    g = entry(r, f["lock"])["figures"]
+    assert g["contention"] < locks.CONTENTION <= g["waiting_share"]
+    # SyncPerf's rate alone would call it uncontended (Q4): the waits say otherwise.
+    assert locks.quadrant(dict(g, waiting_share=0.0), locks.thresholds()) == "Q4"
+
+
 def test_rare_contended_long_sections_is_q1_and_short_ones_are_not_reported(tmp_path):
     rng = random.Random(2)
     # canneal: 15 acquisitions of a lock held 30 ms, all threads arriving at once.
-    long_cs = simulate([(t, int(rng.random() * 1000), 30_000_000, "/src/rng.h:48") for t in range(15)])
+    at_once = lambda rng, t: rng.random() * 1000  # noqa: E731
+    long_cs = run_threads(rng, 15, 1, 1000, held(30_000_000), site="/src/rng.h:48", start=at_once)[0]
     # the same arrivals, 1 us sections: contended too, but they cost nothing.
-    short_cs = simulate([(t, int(rng.random() * 10), 1000, "/src/b.c:5") for t in range(15)])
+    short_cs = run_threads(rng, 15, 1, 1000, held(1000), site="/src/b.c:5",
+                           start=lambda rng, t: rng.random() * 10)[0]
     assert long_cs["contended"] / 15 > 0.5 and short_cs["contended"] / 15 > 0.5
     path = write_profile(tmp_path / "p.coz", [lock_rec(1, long_cs, site="/src/rng.h:40"),
                                              lock_rec(2, short_cs, site="/src/b.c:2")],
@@ -195,7 +237,7 @@ def test_rare_contended_long_sections_is_q1_and_short_ones_are_not_reported(tmp_
 
 def test_rare_uncontended_lock_q3_is_not_reported(tmp_path):
     rng = random.Random(3)
-    c = simulate(stream(rng, 2, 50, 10_000_000, 1000, "/src/a.c:9"))
+    c = run_threads(rng, 2, 50, 10_000_000, held(1000), site="/src/a.c:9")[0]
     path = write_profile(tmp_path / "p.coz", [lock_rec(1, c)], elapsed_ns=E9)
     r = analyse(path)
     assert r["findings"] == []
@@ -206,7 +248,7 @@ def test_rare_uncontended_lock_q3_is_not_reported(tmp_path):
 def test_frequent_uncontended_short_sections_is_improper_primitive(tmp_path):
     rng = random.Random(4)
     # Two threads, 50 ns sections every 5 us: 1% busy, 400k acquisitions/s.
-    c = simulate(stream(rng, 2, 20000, 5000, 50, "/src/a.c:30"))
+    c = run_threads(rng, 2, 20000, 5000, held(50), site="/src/a.c:30")[0]
     assert c["contended"] / c["acquisitions"] < 0.05
     path = write_profile(tmp_path / "p.coz", [lock_rec(1, c)], elapsed_ns=E9 // 10)
     f = only_finding(analyse(path))
@@ -216,7 +258,7 @@ def test_frequent_uncontended_short_sections_is_improper_primitive(tmp_path):
 
 def test_frequent_uncontended_longer_sections_is_improper_granularity_q4(tmp_path):
     rng = random.Random(5)
-    c = simulate(stream(rng, 2, 2000, 200_000, 5000, "/src/a.c:30"))
+    c = run_threads(rng, 2, 2000, 200_000, held(5000), site="/src/a.c:30")[0]
     path = write_profile(tmp_path / "p.coz", [lock_rec(1, c)], elapsed_ns=E9 // 2)
     f = only_finding(analyse(path))
     assert (f["category"], f["quadrant"]) == ("improper-granularity", "Q4")
@@ -225,8 +267,8 @@ def test_frequent_uncontended_longer_sections_is_improper_granularity_q4(tmp_pat
 
 def test_locks_used_by_one_thread_each_are_over_synchronization(tmp_path):
     rng = random.Random(6)
-    recs = [lock_rec(t, simulate(stream(rng, 1, 20000, 2000, 500, "/src/w.c:40")), site="/src/w.c:12")
-            for t in range(4)]
+    per_thread = run_threads(rng, 4, 20000, 2000, held(500), pick=lambda rng, t: t, site="/src/w.c:40")
+    recs = [lock_rec(t, c, site="/src/w.c:12") for t, c in per_thread.items()]
     assert all(r["threads"] == 1 and r["contended"] == 0 for r in recs)
     path = write_profile(tmp_path / "p.coz", recs, elapsed_ns=E9 // 10)
     r = analyse(path)
@@ -241,24 +283,18 @@ def test_locks_used_by_one_thread_each_are_over_synchronization(tmp_path):
 
 # -- call-site integration and asymmetric contention ------------------------------------
 
-def buckets(rng, shares, total_ops, threads, gap_ns, hold_ns):
-    """A lock per bucket (one init site); each thread's operations go to bucket
-    i with probability shares[i]."""
-    events = {i: [] for i in range(len(shares))}
-    for t in range(threads):
-        now = rng.random() * gap_ns
-        for _ in range(total_ops // threads):
-            now += rng.expovariate(1.0 / gap_ns)
-            i = rng.choices(range(len(shares)), weights=shares)[0]
-            events[i].append((t, int(now), hold_ns, "/src/hash.c:60"))
-            now += hold_ns
-    return [lock_rec(i + 1, simulate(ev), site="/src/hash.c:33") for i, ev in events.items() if ev]
+def buckets(rng, shares, ops, threads, gap_ns, hold_ns, preempt=0.0):
+    """A lock per bucket (one init site); operations go to bucket i with
+    probability shares[i]."""
+    counts = run_threads(rng, threads, ops, gap_ns, held(hold_ns, preempt=preempt), pick=skewed(shares),
+                         site="/src/hash.c:60")
+    return [lock_rec(i + 1, c, site="/src/hash.c:33") for i, c in sorted(counts.items())]
 
 
 def test_skewed_buckets_are_asymmetric_contention(tmp_path):
     rng = random.Random(7)
     # dedup: one bucket takes 241/256 of the traffic, the 15 others 1/256 each.
-    recs = buckets(rng, [1] * 15 + [241], 40000, 2, 400, 400)
+    recs = buckets(rng, [1] * 15 + [241], 20000, 2, 400, 400)
     path = write_profile(tmp_path / "p.coz", recs, elapsed_ns=E9 // 20)
     r = analyse(path)
     f = only_finding(r)
@@ -274,13 +310,90 @@ def test_skewed_buckets_are_asymmetric_contention(tmp_path):
 def test_even_buckets_are_not_asymmetric(tmp_path):
     rng = random.Random(8)
     # The same traffic spread evenly: rates differ by chance only.
-    recs = buckets(rng, [1] * 16, 40000, 4, 100, 400)
+    recs = buckets(rng, [1] * 16, 10000, 4, 100, 400)
     assert max(r["contended"] / r["acquisitions"] for r in recs) > 0.0
     path = write_profile(tmp_path / "p.coz", recs, elapsed_ns=E9 // 20)
     r = analyse(path)
     e = entry(r, "mutex@/src/hash.c:33")
     assert e["asymmetry"] is None
     assert all(f["category"] != "asymmetric-contention" for f in r["findings"])
+
+
+def test_one_hot_bucket_among_many_rarely_used_ones_is_asymmetric(tmp_path):
+    rng = random.Random(9)
+    # 256 buckets, one takes 2000/2255 of the traffic: each cold bucket has too
+    # few acquisitions to compare alone; together they do.
+    recs = buckets(rng, [1] * 255 + [2000], 8000, 3, 1500, 400)
+    assert sum(r["acquisitions"] < locks.ASYMMETRY_MIN_ACQUISITIONS for r in recs) > 200
+    r = analyse(write_profile(tmp_path / "p.coz", recs, elapsed_ns=E9 // 20))
+    a = entry(r, "mutex@/src/hash.c:33")["asymmetry"]
+    assert a["measure"] == "busiest-to-rest" and a["hottest"]["id"] == 256 and a["compared"] == len(recs)
+    assert only_finding(r)["category"] == "asymmetric-contention"
+
+
+def test_measured_hot_bucket_is_asymmetric():
+    # Measured on locks_asymmetric (4 threads on a busy 2-CPU machine): the hot
+    # bucket 5542 contended of 376502, the 15 others 7 of 23498 together.
+    cold = [(1563, 1), (1560, 2), (1502, 0), (1463, 1), (1637, 0), (1571, 1), (1555, 0), (1584, 0),
+            (1530, 1), (1570, 0), (1601, 0), (1549, 1), (1572, 0), (1574, 0), (1667, 0)]
+    recs = [lock_rec(i, {"acquisitions": a, "contended": c, "wait_ns": c * 200_000, "hold_ns": a * 110,
+                         "threads": 4}) for i, (a, c) in enumerate(cold, 1)]
+    recs.append(lock_rec(16, {"acquisitions": 376502, "contended": 5542, "wait_ns": 100_000_000,
+                              "hold_ns": 376502 * 110, "threads": 4}))
+    th = locks.thresholds()
+    a = locks.asymmetry([(r, locks._counters(r)) for r in recs], 93_000_000, th)
+    assert a is not None and a["hottest"]["id"] == 16 and a["hot_objects"] == 1
+    # ... but not when its own users barely waited for it (0.1% of their time).
+    recs[-1]["wait_ns"] = 400_000
+    assert locks.asymmetry([(r, locks._counters(r)) for r in recs], 93_000_000, th) is None
+
+
+def test_a_bucket_that_takes_the_traffic_and_the_waits_is_asymmetric():
+    # Measured on locks_asymmetric (4 threads taking turns on one CPU): every
+    # bucket's rate is about 0.01%, but one takes 94% of the acquisitions and
+    # its users wait 30% of their time for it.
+    cold = [1563, 1560, 1502, 1463, 1637, 1571, 1555, 1584, 1530, 1570, 1601, 1549, 1572, 1574, 1667]
+    recs = [lock_rec(i, {"acquisitions": a, "contended": i % 2, "wait_ns": (i % 2) * 400_000,
+                         "hold_ns": a * 110, "threads": 4}) for i, a in enumerate(cold, 1)]
+    recs.append(lock_rec(16, {"acquisitions": 376502, "contended": 21, "wait_ns": 140_000_000,
+                              "hold_ns": 376502 * 110, "threads": 4}))
+    th = locks.thresholds()
+    members = [(r, locks._counters(r)) for r in recs]
+    a = locks.asymmetry(members, 117_000_000, th)
+    assert (a["measure"], a["hottest"]["id"]) == ("traffic", 16)
+    assert a["ratio"] == pytest.approx(376502 / 1667)
+    # Its own waiting under 10% is enough while the family's is above it.
+    recs[-1]["wait_ns"] = 30_000_000
+    recs[0]["wait_ns"] = 20_000_000
+    assert locks.asymmetry([(r, locks._counters(r)) for r in recs], 117_000_000, th)["measure"] == "traffic"
+    # Another object waited for more: the traffic does not explain the waits.
+    recs[0]["wait_ns"] = 31_000_000
+    assert locks.asymmetry([(r, locks._counters(r)) for r in recs], 117_000_000, th) is None
+    recs[0]["wait_ns"] = 400_000
+    # The family barely waiting: no finding; traffic alone is not contention.
+    recs[-1]["wait_ns"] = 1_000_000
+    assert locks.asymmetry([(r, locks._counters(r)) for r in recs], 117_000_000, th) is None
+    # Twice the next one's traffic is the bar (--asymmetry).
+    recs[-1].update(wait_ns=140_000_000, acquisitions=3400, contended=1)  # 2.04 times; the others' rate
+    assert locks.asymmetry([(r, locks._counters(r)) for r in recs], 117_000_000, th)["measure"] == "traffic"
+    assert locks.asymmetry([(r, locks._counters(r)) for r in recs], 117_000_000,
+                           locks.thresholds(asymmetry=2.1)) is None
+
+
+def test_held_up_holders_do_not_make_even_buckets_asymmetric():
+    # Now and then a holder loses its CPU for 3 ms: long waits here and there,
+    # bursts of contended acquisitions on whichever bucket it held.
+    th = locks.thresholds()
+    for seed in range(6):
+        rng = random.Random(100 + seed)
+        recs = buckets(rng, [1] * 16, 5000, 4, 100, 400, preempt=0.002)
+        assert max(r["wait_ns"] for r in recs) > 3 * min(r["wait_ns"] for r in recs)
+        assert locks.asymmetry([(r, locks._counters(r)) for r in recs], E9 // 20, th) is None
+        # Nor a mild skew (one bucket used 1.8 times as much as each other).
+        mild = buckets(rng, [1] * 15 + [1.8], 5000, 4, 100, 400, preempt=0.002)
+        assert locks.asymmetry([(r, locks._counters(r)) for r in mild], E9 // 20, th) is None
+        skew = buckets(rng, [1] * 15 + [241], 5000, 2, 400, 400, preempt=0.002)
+        assert locks.asymmetry([(r, locks._counters(r)) for r in skew], E9 // 20, th) is not None
 
 
 def test_asymmetry_needs_enough_acquisitions_and_a_contended_hot_object():
@@ -304,19 +417,26 @@ def test_many_rare_locks_of_one_site_are_reported_together(tmp_path):
                                     "wait_ns": 0, "hold_ns": 500 * 40, "trylocks": 0,
                                     "trylock_failures": 0}]},
                      site="/src/fluid.c:12") for i in range(2000)]
-    folded = [{"site": "/src/fluid.c:12", "kind": "mutex", "objects": 90000, "acquisitions": 45_000_000,
+    # Past the runtime's table, objects are counted per call site of acquisition.
+    folded = [{"site": "/src/fluid.c:90", "kind": "mutex", "objects": 90000, "acquisitions": 45_000_000,
                "contended": 0, "wait_ns": 0, "hold_ns": 45_000_000 * 40, "trylocks": 0,
-               "trylock_failures": 0, "threads": 2}]
+               "trylock_failures": 0, "threads": 2},
+              {"site": "/src/other.c:7", "kind": "mutex", "objects": 3, "acquisitions": 30,
+               "contended": 0, "wait_ns": 0, "hold_ns": 30, "trylocks": 0, "trylock_failures": 0,
+               "threads": 1}]
     path = write_profile(tmp_path / "p.coz", recs, folded=folded, elapsed_ns=E9)
     r = analyse(path)
     f = only_finding(r)
     assert (f["category"], f["quadrant"]) == ("improper-primitive", "Q4")
     e = entry(r, "mutex@/src/fluid.c:12")
-    assert e["objects"] == 92000 and e["folded_objects"] == 90000
+    assert e["objects"] == 2000 and e["folded_objects"] == 90000 and e["address"] is None
     assert e["figures"]["acquisitions"] == 46_000_000
     assert e["members_by_quadrant"] == {"Q3": 2000}
     assert len(e["top_members"]) == locks.TOP_MEMBERS
     assert e["sites"][0]["site"] == "/src/fluid.c:90"
+    # A folded site no family acquires at is a family of its own.
+    other = entry(r, "mutex@/src/other.c:7")
+    assert other["objects"] == 0 and other["folded_objects"] == 3 and other["quadrant"] == "Q3"
 
 
 # -- try-locks, other kinds, ranking ------------------------------------------------------
@@ -346,7 +466,7 @@ def test_condition_variables_and_barriers_are_listed_not_classified(tmp_path):
     assert all(e["quadrant"] is None for e in r["other_synchronization"])
 
 
-def test_findings_are_ranked_contended_by_wait_then_uncontended_by_acquisitions(tmp_path):
+def test_findings_are_ranked_by_waiting_then_imbalance_then_per_call_costs(tmp_path):
     def rec(id, acq, cont, wait, hold, threads=2):
         return lock_rec(id, {"acquisitions": acq, "contended": cont, "wait_ns": wait, "hold_ns": hold,
                              "trylocks": 0, "trylock_failures": 0, "threads": threads, "sites": []},
@@ -355,10 +475,13 @@ def test_findings_are_ranked_contended_by_wait_then_uncontended_by_acquisitions(
             rec(2, 5 * 10**6, 0, 0, 5 * 10**7),     # Q4, 5M acquisitions
             rec(3, 10**5, 5 * 10**4, 10**8, 10**8),  # Q2, waited 0.1 s
             rec(4, 200, 150, 5 * 10**8, 2 * 10**8)]  # Q1, waited 0.5 s, 1 ms sections
-    r = analyse(write_profile(tmp_path / "p.coz", recs))
-    assert [f["lock"] for f in r["findings"]] == ["mutex@/src/r.c:4", "mutex@/src/r.c:3",
-                                                  "mutex@/src/r.c:2", "mutex@/src/r.c:1"]
-    assert [f["rank"] for f in r["findings"]] == [1, 2, 3, 4]
+    recs[0]["trylocks"], recs[0]["trylock_failures"] = 10**5, 5 * 10**4
+    ts = [thread(1, "a", E9, sync_ns=E9 // 2), thread(2, "b", E9)]
+    r = analyse(write_profile(tmp_path / "p.coz", recs, threads=ts))
+    assert [(f["lock"], f["basis"]) for f in r["findings"]] == [
+        ("mutex@/src/r.c:4", "quadrant"), ("mutex@/src/r.c:3", "quadrant"), (None, "waiting"),
+        ("mutex@/src/r.c:1", "trylock"), ("mutex@/src/r.c:2", "quadrant"), ("mutex@/src/r.c:1", "quadrant")]
+    assert [f["rank"] for f in r["findings"]] == [1, 2, 3, 4, 5, 6]
 
 
 def test_thresholds_change_the_quadrants(tmp_path):
@@ -614,7 +737,7 @@ def test_cli_reports_on_the_latest_build_unless_all_runs(tmp_path, capsys):
 
 def test_cli_table(tmp_path, capsys):
     rng = random.Random(11)
-    recs = buckets(rng, [1] * 15 + [241], 20000, 2, 400, 400)
+    recs = buckets(rng, [1] * 15 + [241], 10000, 2, 400, 400)
     path = write_profile(tmp_path / "p.coz", recs, elapsed_ns=E9 // 40,
                          threads=[thread(1, "w", E9, sync_ns=E9 // 2), thread(2, "v", E9)])
     assert cli.main(["locks", path]) == 0
@@ -622,7 +745,7 @@ def test_cli_table(tmp_path, capsys):
     lines = out.splitlines()
     assert lines[0].startswith("locks of app (pid 42, locks-only run, 0.03 s)")
     header = next(ln for ln in lines if ln.startswith("#"))
-    for col in ("category", "quadrant", "lock", "acq/s", "contention", "waited (mean)", "hold",
+    for col in ("category", "quadrant", "lock", "acq/s", "contention", "waiting", "waited (mean)", "hold",
                 "threads", "causal @50%"):
         assert col in header
     row = lines[lines.index(header) + 1].split()
@@ -648,8 +771,8 @@ def test_cli_json_schema(tmp_path, capsys):
         "category", "reason", "suggestion", "trylock", "critical_sections", "best_causal"}
     assert set(data["locks"][0]["figures"]) == {
         "acquisitions", "frequency", "contended", "contention", "wait_ns", "mean_wait_ns", "wait_share",
-        "hold_ns", "mean_hold_ns", "hold_share", "trylocks", "trylock_failures",
-        "trylock_failure_rate", "trylock_frequency"}
+        "waiting_share", "wait_per_acquisition_ns", "hold_ns", "mean_hold_ns", "hold_share", "trylocks",
+        "trylock_failures", "trylock_failure_rate", "trylock_frequency"}
     assert set(data["load_imbalance"]) == {"groups", "compared", "imbalanced", "spread", "slowest",
                                            "suggested", "hottest_line", "hottest_line_ns", "causal"}
     assert data["thresholds"] == {"frequency": 1000.0, "contention": 0.1, "long_hold_ns": 100000,
