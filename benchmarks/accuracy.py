@@ -7,7 +7,7 @@ For each case (a benchmark and one key line):
      median of a few runs each, baseline and modified runs interleaved (for
      the latency program, mean request latency instead of run time);
   2. profile the unmodified program ONCE with `coz run --fixed-line LINE`
-     and no --fixed-speedup (speedups chosen per experiment, half of them
+     (or --fixed-callsite, --fixed-function) and no --fixed-speedup (speedups chosen per experiment, half of them
      0%, interleaved, so baselines share the machine's conditions), with
      twice the normal work and --experiment-length 100ms; analyse the
      profile with the project's one analysis (cozprof.analysis.analyze,
@@ -26,8 +26,23 @@ a short run may leave it without a curve); with --short (the smoke test)
 any such failure makes the exit status 1.
 
 Cases marked `contention` (a spin line) must predict a NEGATIVE speedup
-while the real one is about 0; cases marked `blind` (a sleeping line) show a
-sampling profiler's blind spot. Neither counts in the overall error.
+while the real one is about 0; cases marked `blind` show a profiler's blind
+spot. Neither counts in the overall error.
+
+Each case belongs to a group, with a mean error of its own in the summary:
+`cpu` (lines that compute), `offcpu` (a wait: sleep, pipe read, fsync, lock
+wait; issue 11) and `units` (a call site or a function, fixed with
+`--fixed-callsite` / `--fixed-function`; issue 12). Upstream COZ sees no
+off-CPU time and has no units: for those cases it is not run, and its column
+says why ("blind", "no units").
+
+A wait's length is not set exactly by an argument (timer slack, wake-up
+latency, a disk's latency), nor is a library call's cost (qsort's n log n):
+for cases with `measured=PART` the program times the part itself ("parts"
+in its result line), is run at line speedups 25/50/75/100% of the argument,
+and the real speedup at x is read off the broken line through the measured
+pairs (part shortened, program speedup): the program speedup when the part
+really got x shorter (the notes show the measured shortenings).
 
 Usage: accuracy.py [--short] [--only NAME] [--ours-only | --upstream-only]
                    [--build DIR] [--reps N] [--experiment-length T]
@@ -46,7 +61,8 @@ from benchlib import BenchError  # noqa: E402
 
 class Case:
     def __init__(self, name, program, key, point, vary, base=None, short=None,
-                 kind="throughput", expect="match", known=None):
+                 kind="throughput", expect="match", known=None, group="cpu", unit="line",
+                 function=None, measured=None, upstream=True):
         self.name = name
         self.program = program
         self.key = key
@@ -57,6 +73,11 @@ class Case:
         self.kind = kind            # "throughput" or "latency"
         self.expect = expect        # "match", "contention" or "blind"
         self.known = known          # x -> program speedup from the header comment, or None
+        self.group = group          # "cpu", "offcpu" or "units": which mean error it counts in
+        self.unit = unit            # "line", "function" or "callsite": what is sped up
+        self.function = function    # the function's name, for a function unit (key marks its definition)
+        self.measured = measured    # a "parts" name: real speedups against the part's measured shortening
+        self.upstream = upstream    # True, or why upstream COZ cannot predict this case
 
     def args(self, short, x=0.0):
         a = dict(self.base)
@@ -80,13 +101,25 @@ class Case:
 WORK = {"two_threads": ("rounds", 300, 15), "serial_chain": ("iters", 1000, 50),
         "prodcons": ("items", 8000, 400), "pipeline": ("items", 6000, 300),
         "spin_barrier": ("rounds", 1500, 100), "hash_table": ("lookups", 6000000, 200000),
-        "latency": ("requests", 4000, 150), "io_sleep": ("iters", 1500, 150)}
+        "latency": ("requests", 4000, 150), "io_sleep": ("iters", 1500, 150),
+        "offcpu_sleep": ("iters", 1000, 100), "offcpu_pipe": ("items", 1500, 150),
+        "offcpu_fsync": ("iters", 2000, 200), "offcpu_lock": ("rounds", 1000, 100),
+        "offcpu_mix": ("rounds", 1000, 100), "units_sites": ("iters", 1000, 100),
+        "units_qsort": ("iters", 600, 60), "units_recursive": ("iters", 1000, 100)}
 
 
 # With --short, our profiled run does this many times the short run's work: a
 # short run alone (0.1-0.3 s) holds too few experiments for a curve, and the
 # smoke test requires our prediction on every case.
 SHORT_WORK_OURS = 10
+
+
+GROUPS = {"cpu": "CPU", "offcpu": "off-CPU", "units": "unit"}
+BLIND = "blind: no off-CPU samples"
+NO_UNITS = "no units: lines only"
+# Line speedups at which a `measured` case's program really runs, whatever the
+# amounts asked: its real speedup at x is interpolated between them.
+MEASURED_GRID = (0.25, 0.5, 0.75, 1.0)
 
 
 def scaled(name, default):
@@ -139,7 +172,43 @@ CASES = [
          known=lambda x: x / 2),
     Case("io_sleep.CPU", "io_sleep", "CPU", "io_sleep.iter", scaled("c", 1000000)),
     Case("io_sleep.SLEEP", "io_sleep", "SLEEP", "io_sleep.iter", scaled("sleep_us", 800),
-         expect="blind"),
+         group="offcpu", upstream=BLIND),
+    # Off-CPU known answers (issue 11): the real speedup is read off the measured
+    # shortening of the wait (the program times it), see `measured`.
+    Case("offcpu_sleep.SLEEP", "offcpu_sleep", "SLEEP", "offcpu_sleep.iter",
+         scaled("sleep_us", 1000), group="offcpu", measured="SLEEP", upstream=BLIND),
+    Case("offcpu_sleep.CPU", "offcpu_sleep", "CPU", "offcpu_sleep.iter", scaled("c", 1000000)),
+    Case("offcpu_pipe.READ", "offcpu_pipe", "READ", "offcpu_pipe.item",
+         lambda x: {"w": round(1200000 - x * (1200000 - 600000))}, group="offcpu",
+         measured="READ", upstream=BLIND),
+    Case("offcpu_fsync.FSYNC", "offcpu_fsync", "FSYNC", "offcpu_fsync.iter",
+         scaled("sync_permille", 1000), group="offcpu", measured="FSYNC", upstream=BLIND),
+    Case("offcpu_lock.LOCK_WAIT", "offcpu_lock", "LOCK_WAIT", "offcpu_lock.round",
+         scaled("h", 1500000), group="offcpu", measured="LOCK_WAIT", upstream=BLIND),
+    Case("offcpu_lock.HOLD", "offcpu_lock", "HOLD", "offcpu_lock.round", scaled("h", 1500000)),
+    Case("offcpu_mix.SIDE_SLEEP", "offcpu_mix", "SIDE_SLEEP", "offcpu_mix.round",
+         scaled("side_permille", 800), group="offcpu", measured="SIDE_SLEEP",
+         known=lambda x: 0.0, upstream=BLIND),
+    Case("offcpu_mix.SLEEP", "offcpu_mix", "SLEEP", "offcpu_mix.round", scaled("sleep_us", 300),
+         group="offcpu", measured="SLEEP", upstream=BLIND),
+    Case("offcpu_mix.CPU", "offcpu_mix", "CPU", "offcpu_mix.round", scaled("c", 1500000)),
+    # Units of virtual speedup (issue 12): call sites and functions.
+    Case("units_sites.SITE_A", "units_sites", "SITE_A", "units_sites.iter", scaled("a", 1000000),
+         group="units", unit="callsite", upstream=NO_UNITS),
+    Case("units_sites.SITE_B", "units_sites", "SITE_B", "units_sites.iter", scaled("b", 500000),
+         group="units", unit="callsite", upstream=NO_UNITS),
+    Case("units_sites.work", "units_sites", "FN_WORK", "units_sites.iter",
+         lambda x: {**scaled("a", 1000000)(x), **scaled("b", 500000)(x)}, group="units",
+         unit="function", function="work", upstream=NO_UNITS),
+    Case("units_qsort.SORT_A", "units_qsort", "SORT_A", "units_qsort.iter", scaled("na", 20000),
+         group="units", unit="callsite", measured="SORT_A", upstream=NO_UNITS),
+    Case("units_qsort.SORT_B", "units_qsort", "SORT_B", "units_qsort.iter", scaled("nb", 10000),
+         group="units", unit="callsite", measured="SORT_B", upstream=NO_UNITS),
+    Case("units_recursive.walk", "units_recursive", "FN_WALK", "units_recursive.iter",
+         lambda x: {**scaled("s", 150000)(x), **scaled("t", 50000)(x)}, group="units",
+         unit="function", function="walk", upstream=NO_UNITS),
+    Case("units_recursive.REC_CALL", "units_recursive", "REC_CALL", "units_recursive.iter",
+         scaled("inner", 1000), group="units", unit="callsite", upstream=NO_UNITS),
 ]
 
 
@@ -148,54 +217,107 @@ def metric(result, case):
 
 
 def real_speedups(case, binary, amounts, reps, short, baselines):
-    """{x: real speedup}; baseline runs are shared between cases of a program."""
+    """({x: real speedup}, noise, notes); baseline runs are shared between cases
+    of a program.
+
+    Plain cases: the program run with `case.vary(x)` really makes the line x
+    faster, and the real speedup at x is 1 - t_x / t_0 (medians).
+
+    `measured` cases (a wait, whose length an argument does not set exactly:
+    timer slack, wake-up latency, a disk's latency): the program is run at the
+    line speedups of MEASURED_GRID, each run reports the seconds it spent in
+    the part, and the real speedup at x is interpolated, linearly, between the
+    measured pairs (1 - part_g / part_0, 1 - t_g / t_0), (0, 0) included: the
+    program speedup when the wait really got x shorter."""
     base_key = (case.program, json.dumps(case.args(short), sort_keys=True), case.kind)
     base_runs = baselines.setdefault(base_key, [])
-    runs = {x: [] for x in amounts}
+    grid = sorted(set(MEASURED_GRID) | set(amounts)) if case.measured else amounts
+    runs = {g: [] for g in grid}
     base_cmd = [binary, *benchlib.args_list(case.args(short))]
     for _ in range(reps):
         if len(base_runs) < reps:
-            base_runs.append(metric(benchlib.run_plain(base_cmd), case))
-        for x in amounts:
-            cmd = [binary, *benchlib.args_list(case.args(short, x))]
-            runs[x].append(metric(benchlib.run_plain(cmd), case))
-    base = benchlib.median(base_runs)
-    noise = (max(base_runs) - min(base_runs)) / base if len(base_runs) > 1 else None
-    return {x: 1.0 - benchlib.median(runs[x]) / base for x in amounts}, noise
+            base_runs.append(benchlib.run_plain(base_cmd))
+        for g in grid:
+            cmd = [binary, *benchlib.args_list(case.args(short, g))]
+            runs[g].append(benchlib.run_plain(cmd))
+    times = [metric(r, case) for r in base_runs]
+    base = benchlib.median(times)
+    noise = (max(times) - min(times)) / base if len(times) > 1 else None
+    speedup = {g: 1.0 - benchlib.median([metric(r, case) for r in runs[g]]) / base for g in grid}
+    if not case.measured:
+        return speedup, noise, []
+    part0 = benchlib.median([r["parts"][case.measured] for r in base_runs])
+    if part0 <= 0:
+        raise BenchError(f"{case.name}: the unmodified program spent no time in {case.measured}")
+    shortened = {g: 1.0 - benchlib.median([r["parts"][case.measured] for r in runs[g]]) / part0
+                 for g in grid}
+    pairs = sorted([(0.0, 0.0)] + [(shortened[g], speedup[g]) for g in grid])
+    real = {x: interpolate(pairs, x) for x in amounts}
+    notes = ["real: " + case.measured + " shortened " + ", ".join(
+        f"{shortened[g] * 100:.0f}%" for g in grid) + " by args at " + ", ".join(
+        f"{int(round(g * 100))}%" for g in grid)]
+    return real, noise, notes
 
 
-def predictions(case, runner, line, amounts, workdir, tag):
+def interpolate(pairs, x):
+    """y at x on the broken line through the sorted (x, y) pairs; beyond the
+    last pair, the line through the last two."""
+    for (x0, y0), (x1, y1) in zip(pairs, pairs[1:]):
+        if x <= x1 or (x1, y1) == pairs[-1]:
+            return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return pairs[-1][1]
+
+
+def target(case):
+    """(unit, name) of the case's unit as experiments name it: a line or call site
+    'FILE:LINE' (its KEY marker), or the function's name."""
+    if case.unit == "function":
+        return "function", case.function
+    return case.unit, benchlib.key_line(case.program, case.key)
+
+
+def fixed_options(case):
+    """The option of `coz run` that fixes the case's unit."""
+    unit, name = target(case)
+    flag = {"line": "--fixed-line", "function": "--fixed-function", "callsite": "--fixed-callsite"}[unit]
+    return [flag, name]
+
+
+def predictions(case, runner, amounts, workdir, tag):
     """({x: predicted speedup or None}, notes, experiments) from ONE profiled run.
 
-    The run has `--fixed-line` and no `--fixed-speedup`: the profiler picks a
+    The run fixes the case's unit (`--fixed-line`, `--fixed-function` or
+    `--fixed-callsite`) and has no `--fixed-speedup`: the profiler picks a
     speedup per experiment, half of them 0%, interleaved, so baselines and
     sped-up experiments share the machine's conditions. The profile is judged
     by the project's one analysis (`cozprof.analysis.analyze`, no phase
-    correction: the line is the only one ever selected). The prediction at x
+    correction: the unit is the only one ever selected). The prediction at x
     is the experiment-weighted mean of the measured points within 5 points of
     x; only when no point is that near, the fit's value at x (marked "fit").
     """
     from cozprof import analysis, profile
 
     out = os.path.join(workdir, f"{case.name}.{tag}.coz")
-    runner(out, line)
+    runner(out, case)
     prof = profile.load([out])
     res = analysis.analyze(prof, phase_correction=False)
-    path, lineno = line.rsplit(":", 1)
-    base = os.path.basename(path)
+    unit, name = target(case)
 
-    def same(entry_line):
-        f, _, n = entry_line.rpartition(":")
-        return n == lineno and os.path.basename(f) == base
+    def same(entry):
+        if entry.get("unit", "line") != unit:
+            return False
+        if unit == "function":
+            return entry["line"].split(" [")[0] == name
+        path, lineno = name.rsplit(":", 1)
+        f, _, n = entry["line"].rpartition(":")
+        return n == lineno and os.path.basename(f) == os.path.basename(path)
 
-    curve = next((c for c in res["lines"]
-                  if same(c["line"]) and c["progress_point"] == case.point), None)
+    curve = next((c for c in res["lines"] if same(c) and c["progress_point"] == case.point), None)
     notes = []
     if curve is None:
-        why = [o for o in res["omitted"]
-               if same(o["line"]) and o["progress_point"] == case.point]
+        why = [o for o in res["omitted"] if same(o) and o["progress_point"] == case.point]
         notes.append("no curve: " + (f"{why[0]['reason']} ({why[0]['detail']})" if why
-                                     else res["diagnosis"] or "line not in the analysis"))
+                                     else res["diagnosis"] or "unit not in the analysis"))
         return {x: None for x in amounts}, notes, res["summary"]["experiments"]
     pred = {}
     fitted = []
@@ -298,25 +420,28 @@ def main(argv=None):
             try:
                 binary = benchlib.find_program(build_dirs, case.program)
                 line = benchlib.key_line(case.program, case.key)
-                real, noise = real_speedups(case, binary, amounts, reps, args.short, baselines)
+                real, noise, real_notes = real_speedups(case, binary, amounts, reps, args.short,
+                                                        baselines)
                 ours_args = benchlib.args_list(case.profiled_args(args.short, work_ours))
                 up_args = benchlib.args_list(case.profiled_args(args.short, work_up))
                 notes, exps, results = [], {}, {"ours": {}, "upstream": {}}
                 runners = []
                 if use_ours:
-                    def run_o(out, ln):
-                        benchlib.run_ours([binary, *ours_args], libcoz, out, ln,
-                                          extra=["--experiment-length", exp_len])
+                    def run_o(out, c):
+                        benchlib.run_ours([binary, *ours_args], libcoz, out,
+                                          extra=[*fixed_options(c), "--experiment-length", exp_len])
                     runners.append(("ours", run_o))
-                if use_upstream:
+                if use_upstream and case.upstream is True:
                     up_bin = benchlib.find_program(build_dirs, case.program + "_upstream")
 
-                    def run_u(out, ln):
-                        benchlib.run_upstream([up_bin, *up_args], out, ln)
+                    def run_u(out, c):
+                        benchlib.run_upstream([up_bin, *up_args], out, target(c)[1])
                     runners.append(("upstream", run_u))
+                elif use_upstream:
+                    notes.append(f"upstream: {case.upstream}")
                 for who, runner in runners:
                     try:
-                        results[who], found, exps[who] = predictions(case, runner, line, amounts,
+                        results[who], found, exps[who] = predictions(case, runner, amounts,
                                                                      workdir, who)
                         notes += [f"{who}: " + n for n in found]
                         missing = [x for x in amounts if results[who].get(x) is None]
@@ -332,6 +457,7 @@ def main(argv=None):
                         failures.append({"case": case.name, "profiler": who,
                                          "error": str(e).splitlines()[0]})
                 ours, up = results["ours"], results["upstream"]
+                notes += real_notes
             except BenchError as e:
                 errors.append(f"{case.name}: {e}")
                 print(f"{case.name:<26} error: {str(e).splitlines()[0]}")
@@ -343,7 +469,9 @@ def main(argv=None):
 
                 def err(pred, ref):
                     return None if pred is None or ref is None else abs(pred - ref) * 100
-                row = {"case": case.name, "line": line, "expect": case.expect,
+                row = {"case": case.name, "line": line, "unit": case.unit, "group": case.group,
+                       "upstream_blind": case.upstream if case.upstream is not True else None,
+                       "expect": case.expect,
                        "speedup": x, "known": k, "real": r, "noise": noise,
                        "ours": o, "upstream": u, "experiments": exps,
                        "err_ours_pp": err(o, r), "err_upstream_pp": err(u, r),
@@ -355,8 +483,10 @@ def main(argv=None):
 
                 def two(a, b):
                     return f"{fmt_pp(a)} ({fmt_pp(b)})"
+                up_shown = pct(u) if case.upstream is True else \
+                    f"{case.upstream.split(':')[0]:>6}"
                 print(f"{case.name:<24} {lineno:>4} {int(x * 100):>3} {pct(k)} {pct(r)} "
-                      f"{pct(noise)} {pct(o)} {pct(u)} "
+                      f"{pct(noise)} {pct(o)} {up_shown} "
                       f"{two(row['err_ours_pp'], row['err_ours_known_pp']):>13} "
                       f"{two(row['err_upstream_pp'], row['err_upstream_known_pp']):>13}  "
                       f"{tag}{'; '.join(notes)}")
@@ -365,15 +495,19 @@ def main(argv=None):
         if not args.keep_profiles:
             benchlib.cleanup(workdir)
 
-    def overall(who):
+    def overall(who, group=None):
         out = {}
         for ref, suffix in (("real", ""), ("known", "_known")):
-            errs = [r[f"err_{who}{suffix}_pp"] for r in rows if r["expect"] == "match"]
+            errs = [r[f"err_{who}{suffix}_pp"] for r in rows
+                    if r["expect"] == "match" and (group is None or r["group"] == group)]
             errs = [e for e in errs if e is not None]
             out[f"vs_{ref}"] = {"mean_abs_error_pp": sum(errs) / len(errs) if errs else None,
                                 "max_abs_error_pp": max(errs) if errs else None,
                                 "points": len(errs)}
         return out
+
+    def by_group(who):
+        return {g: overall(who, g) for g in GROUPS if any(r["group"] == g for r in rows)}
 
     def contention(who):
         vals = [r[who] for r in rows if r["expect"] == "contention" and r[who] is not None]
@@ -385,6 +519,8 @@ def main(argv=None):
         "machine": benchlib.machine_description(), "load_average_end": benchlib.load_average(),
         "ours": overall("ours") if use_ours else None,
         "upstream": overall("upstream") if use_upstream else None,
+        "groups_ours": by_group("ours") if use_ours else None,
+        "groups_upstream": by_group("upstream") if use_upstream else None,
         "contention_ours": contention("ours") if use_ours else None,
         "contention_upstream": contention("upstream") if use_upstream else None,
         "skipped": skipped, "errors": errors, "failures": failures, "rows": rows,
@@ -395,6 +531,12 @@ def main(argv=None):
             if s and s["points"]:
                 print(f"# {who} against {ref}: mean |error| {s['mean_abs_error_pp']:.1f} pp, "
                       f"max {s['max_abs_error_pp']:.1f} pp over {s['points']} points")
+        for g, figures in (summary[f"groups_{who}"] or {}).items():
+            f = figures["vs_real"]
+            if f["points"]:
+                print(f"# {who}, {GROUPS[g]} cases, against real: mean |error| "
+                      f"{f['mean_abs_error_pp']:.1f} pp, max {f['max_abs_error_pp']:.1f} pp over "
+                      f"{f['points']} points")
         c = summary[f"contention_{who}"]
         if c and c["points"]:
             print(f"# {who}: spin line predicted negative in {c['negative']} of {c['points']} points")

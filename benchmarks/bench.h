@@ -7,7 +7,10 @@
  *   each key line as ONE source line that carries a `KEY:name` marker
  *   comment; accuracy.py finds line numbers by those markers.
  * - name=value arguments (bench_arg), `--short` for smoke tests.
- * - bench_report(): one JSON line on standard output at the end of a run.
+ * - bench_report(): one JSON line on standard output at the end of a run;
+ *   bench_report_parts() adds "parts": the seconds the run spent in named
+ *   parts (a wait, a call), timed by the program itself, so that a script
+ *   can tell how much shorter a part really got when an argument shortened it.
  *
  * Plain C, no dependency beyond libc and pthreads.
  */
@@ -80,6 +83,24 @@ static inline void bench_check_args(int argc, char **argv, const char *const *na
 static inline void bench_report(const char *bench, double elapsed_s, long work, uint64_t checksum) {
   printf("{\"bench\":\"%s\",\"elapsed_s\":%.6f,\"work\":%ld,\"checksum\":%llu}\n", bench, elapsed_s,
          work, (unsigned long long)checksum);
+  fflush(stdout);
+}
+
+/* CPU seconds of the calling thread (CLOCK_THREAD_CPUTIME_ID): unlike wall
+ * time, not lengthened by a profiler pausing the thread. */
+static inline double bench_thread_cpu(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* bench_report with "parts": {"NAME": seconds, ...} (n names and values). */
+static inline void bench_report_parts(const char *bench, double elapsed_s, long work, uint64_t checksum,
+                                      int n, const char *const *names, const double *seconds) {
+  printf("{\"bench\":\"%s\",\"elapsed_s\":%.6f,\"work\":%ld,\"checksum\":%llu,\"parts\":{", bench,
+         elapsed_s, work, (unsigned long long)checksum);
+  for (int i = 0; i < n; i++) printf("%s\"%s\":%.6f", i ? "," : "", names[i], seconds[i]);
+  printf("}}\n");
   fflush(stdout);
 }
 
