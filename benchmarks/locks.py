@@ -45,20 +45,22 @@ SUGGESTION_TOLERANCE = 0.10   # the suggested assignment may be this much slower
 
 # name: expected category, quadrant (None: not a lock finding), the fix's
 # arguments, the argument that sizes the run and its default, the line the
-# fix is about (KEY marker).
+# fix is about (KEY marker): the critical section's work for contended locks,
+# the lock call itself where the acquisitions are the cost (Q4), the slowest
+# stage's device wait for the pipeline.
 PROGRAMS = {
     "locks_granularity": {"category": "improper-granularity", "quadrant": "Q2",
                           "fix": {"stripes": 64}, "fix_text": "striped locks (stripes=64)",
-                          "size": ("ops", 100000), "key": "TABLE"},
+                          "size": ("ops", 50000), "key": "TABLE"},
     "locks_oversync": {"category": "over-synchronization", "quadrant": "Q4",
                        "fix": {"lock": 0}, "fix_text": "no lock (lock=0)",
-                       "size": ("ops", 20000000), "key": "LOCAL"},
+                       "size": ("ops", 20000000), "key": "LOCK"},
     "locks_asymmetric": {"category": "asymmetric-contention", "quadrant": "Q2",
                          "fix": {"hash": 1}, "fix_text": "even hash (hash=1)",
-                         "size": ("ops", 2000000), "key": "BUCKET"},
+                         "size": ("ops", 1000000), "key": "BUCKET"},
     "locks_primitive": {"category": "improper-primitive", "quadrant": "Q4",
                         "fix": {"atomic": 1}, "fix_text": "atomic add (atomic=1)",
-                        "size": ("ops", 15000000), "key": "ADD"},
+                        "size": ("ops", 15000000), "key": "LOCK"},
     "locks_rare": {"category": "improper-granularity", "quadrant": "Q1",
                    "fix": {"shrink": 1}, "fix_text": "work moved out (shrink=1)",
                    "size": ("rounds", 120), "key": "DERIVE"},
@@ -121,13 +123,18 @@ def figures_text(result, finding):
             "-".join(f"{s['share']:.2f}" for s in imb["suggested"])
     e = next(x for x in result["locks"] if x["key"] == finding["lock"])
     g = e["figures"]
+    objects = f"{e['objects']} object{'s' if e['objects'] != 1 else ''}" + \
+        (" and more" if e["folded_objects"] else "")
     text = (f"{fmt_rate(g['frequency'])}, {fmt_pct(g['contention'])} contended, "
-            f"hold {fmt_time(g['mean_hold_ns'])}, {e['objects']} object{'s' if e['objects'] != 1 else ''}, "
+            f"{fmt_pct(g['waiting_share'])} waiting, hold {fmt_time(g['mean_hold_ns'])}, {objects}, "
             f"{e['threads']} thread{'s' if e['threads'] != 1 else ''} max")
     if finding["category"] == "asymmetric-contention":
         a = e["asymmetry"]
-        text += (f"; hottest {fmt_pct(a['hottest']['contention'])} vs coolest "
-                 f"{fmt_pct(a['coolest']['contention'])}")
+        if a["measure"] == "traffic":
+            text += f"; busiest takes {fmt_pct(a['hot_acquisition_share'])} of acquisitions ({a['measure']})"
+        else:
+            text += (f"; hottest {a['hottest']['contention']:.2%} vs coolest "
+                     f"{a['coolest']['contention']:.2%} ({a['measure']})")
     return text
 
 
@@ -251,7 +258,8 @@ def print_table(rows):
     header = ["program", "reported", "Q", "figures", "fix", "bug s", "fixed s", "gain", "causal"]
     body = []
     for r in rows:
-        mark = "" if r.get("classified", True) else f" (expected {r['expected']})"
+        mark = "" if r.get("classified", True) else \
+            f" (expected {r['expected']} {r['expected_quadrant'] or ''})".replace(" )", ")")
         body.append([r["program"], (r.get("category") or "-") + mark, r.get("quadrant") or "-",
                      r.get("figures", "-"), r["fix"],
                      f"{r['bug_s']:.3f}" if "bug_s" in r else "-",

@@ -34,7 +34,7 @@ static void *worker(void *arg) {
   uint64_t x = 6151 + (uint64_t)(uintptr_t)arg * 3079;
   for (long n = 0; n < ops; n++) {
     BENCH_SPIN(x, outside); /* KEY:OUTSIDE */
-    if (locked) pthread_mutex_lock(&a->lock);
+    if (locked) pthread_mutex_lock(&a->lock); /* KEY:LOCK */
     a->sum += x >> 7, a->count++; /* KEY:LOCAL */
     if (locked) pthread_mutex_unlock(&a->lock);
     COZ_PROGRESS_NAMED("locks_oversync.op");

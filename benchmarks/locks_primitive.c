@@ -37,7 +37,7 @@ static void *worker(void *arg) {
     if (atomic) {
       __atomic_fetch_add(&c->density, 1, __ATOMIC_RELAXED); /* KEY:ATOMIC */
     } else {
-      pthread_mutex_lock(&c->lock);
+      pthread_mutex_lock(&c->lock); /* KEY:LOCK */
       c->density++; /* KEY:ADD */
       pthread_mutex_unlock(&c->lock);
     }
