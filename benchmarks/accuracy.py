@@ -115,6 +115,7 @@ SHORT_WORK_OURS = 10
 
 
 GROUPS = {"cpu": "CPU", "offcpu": "off-CPU", "units": "unit"}
+SHARE = "share"   # known answer of a part on the critical path: x times its measured share
 BLIND = "blind: no off-CPU samples"
 NO_UNITS = "no units: lines only"
 # Line speedups at which a `measured` case's program really runs, whatever the
@@ -176,21 +177,21 @@ CASES = [
     # Off-CPU known answers (issue 11): the real speedup is read off the measured
     # shortening of the wait (the program times it), see `measured`.
     Case("offcpu_sleep.SLEEP", "offcpu_sleep", "SLEEP", "offcpu_sleep.iter",
-         scaled("sleep_us", 1000), group="offcpu", measured="SLEEP", upstream=BLIND),
+         scaled("sleep_us", 1000), group="offcpu", measured="SLEEP", known=SHARE, upstream=BLIND),
     Case("offcpu_sleep.CPU", "offcpu_sleep", "CPU", "offcpu_sleep.iter", scaled("c", 1000000)),
     Case("offcpu_pipe.READ", "offcpu_pipe", "READ", "offcpu_pipe.item",
          lambda x: {"w": round(1200000 - x * (1200000 - 600000))}, group="offcpu",
-         measured="READ", upstream=BLIND),
+         measured="READ", known=SHARE, upstream=BLIND),
     Case("offcpu_fsync.FSYNC", "offcpu_fsync", "FSYNC", "offcpu_fsync.iter",
-         scaled("sync_permille", 1000), group="offcpu", measured="FSYNC", upstream=BLIND),
+         scaled("sync_permille", 1000), group="offcpu", measured="FSYNC", known=SHARE, upstream=BLIND),
     Case("offcpu_lock.LOCK_WAIT", "offcpu_lock", "LOCK_WAIT", "offcpu_lock.round",
-         scaled("h", 1500000), group="offcpu", measured="LOCK_WAIT", upstream=BLIND),
+         scaled("h", 1500000), group="offcpu", measured="LOCK_WAIT", known=SHARE, upstream=BLIND),
     Case("offcpu_lock.HOLD", "offcpu_lock", "HOLD", "offcpu_lock.round", scaled("h", 1500000)),
     Case("offcpu_mix.SIDE_SLEEP", "offcpu_mix", "SIDE_SLEEP", "offcpu_mix.round",
          scaled("side_permille", 800), group="offcpu", measured="SIDE_SLEEP",
          known=lambda x: 0.0, upstream=BLIND),
     Case("offcpu_mix.SLEEP", "offcpu_mix", "SLEEP", "offcpu_mix.round", scaled("sleep_us", 300),
-         group="offcpu", measured="SLEEP", upstream=BLIND),
+         group="offcpu", measured="SLEEP", known=SHARE, upstream=BLIND),
     Case("offcpu_mix.CPU", "offcpu_mix", "CPU", "offcpu_mix.round", scaled("c", 1500000)),
     # Units of virtual speedup (issue 12): call sites and functions.
     Case("units_sites.SITE_A", "units_sites", "SITE_A", "units_sites.iter", scaled("a", 1000000),
@@ -201,9 +202,9 @@ CASES = [
          lambda x: {**scaled("a", 1000000)(x), **scaled("b", 500000)(x)}, group="units",
          unit="function", function="work", upstream=NO_UNITS),
     Case("units_qsort.SORT_A", "units_qsort", "SORT_A", "units_qsort.iter", scaled("na", 20000),
-         group="units", unit="callsite", measured="SORT_A", upstream=NO_UNITS),
+         group="units", unit="callsite", measured="SORT_A", known=SHARE, upstream=NO_UNITS),
     Case("units_qsort.SORT_B", "units_qsort", "SORT_B", "units_qsort.iter", scaled("nb", 10000),
-         group="units", unit="callsite", measured="SORT_B", upstream=NO_UNITS),
+         group="units", unit="callsite", measured="SORT_B", known=SHARE, upstream=NO_UNITS),
     Case("units_recursive.walk", "units_recursive", "FN_WALK", "units_recursive.iter",
          lambda x: {**scaled("s", 150000)(x), **scaled("t", 50000)(x)}, group="units",
          unit="function", function="walk", upstream=NO_UNITS),
@@ -217,8 +218,9 @@ def metric(result, case):
 
 
 def real_speedups(case, binary, amounts, reps, short, baselines):
-    """({x: real speedup}, noise, notes); baseline runs are shared between cases
-    of a program.
+    """({x: real speedup}, noise, notes, share); baseline runs are shared between
+    cases of a program. `share`: for `measured` cases, the part's share of the
+    unmodified run (median over its runs), else None.
 
     Plain cases: the program run with `case.vary(x)` really makes the line x
     faster, and the real speedup at x is 1 - t_x / t_0 (medians).
@@ -245,8 +247,9 @@ def real_speedups(case, binary, amounts, reps, short, baselines):
     noise = (max(times) - min(times)) / base if len(times) > 1 else None
     speedup = {g: 1.0 - benchlib.median([metric(r, case) for r in runs[g]]) / base for g in grid}
     if not case.measured:
-        return speedup, noise, []
+        return speedup, noise, [], None
     part0 = benchlib.median([r["parts"][case.measured] for r in base_runs])
+    share = benchlib.median([r["parts"][case.measured] / r["elapsed_s"] for r in base_runs])
     if part0 <= 0:
         raise BenchError(f"{case.name}: the unmodified program spent no time in {case.measured}")
     shortened = {g: 1.0 - benchlib.median([r["parts"][case.measured] for r in runs[g]]) / part0
@@ -256,7 +259,8 @@ def real_speedups(case, binary, amounts, reps, short, baselines):
     notes = ["real: " + case.measured + " shortened " + ", ".join(
         f"{shortened[g] * 100:.0f}%" for g in grid) + " by args at " + ", ".join(
         f"{int(round(g * 100))}%" for g in grid)]
-    return real, noise, notes
+    notes.append(f"{case.measured} {share * 100:.0f}% of the run")
+    return real, noise, notes, share
 
 
 def interpolate(pairs, x):
@@ -420,8 +424,8 @@ def main(argv=None):
             try:
                 binary = benchlib.find_program(build_dirs, case.program)
                 line = benchlib.key_line(case.program, case.key)
-                real, noise, real_notes = real_speedups(case, binary, amounts, reps, args.short,
-                                                        baselines)
+                real, noise, real_notes, share = real_speedups(case, binary, amounts, reps,
+                                                               args.short, baselines)
                 ours_args = benchlib.args_list(case.profiled_args(args.short, work_ours))
                 up_args = benchlib.args_list(case.profiled_args(args.short, work_up))
                 notes, exps, results = [], {}, {"ours": {}, "upstream": {}}
@@ -465,7 +469,10 @@ def main(argv=None):
             lineno = int(line.rsplit(":", 1)[1])
             for x in amounts:
                 o, u, r = ours.get(x), up.get(x), real[x]
-                k = case.known(x) if case.known else None
+                if case.known == SHARE:
+                    k = x * share   # on the critical path: x times its measured share
+                else:
+                    k = case.known(x) if case.known else None
 
                 def err(pred, ref):
                     return None if pred is None or ref is None else abs(pred - ref) * 100
