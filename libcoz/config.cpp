@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 
@@ -86,6 +87,27 @@ const std::vector<Option>& options() {
        }},
       {"COZ_FIXED_LINE", "file:line",
        [](const char* v, Config* c) { c->fixed_line = v; return c->fixed_line.empty() || is_file_line(v); }},
+      {"COZ_FIXED_FUNCTION", "a function's name",
+       [](const char* v, Config* c) { c->fixed_function = v; return true; }},
+      {"COZ_FIXED_CALLSITE", "file:line",
+       [](const char* v, Config* c) { c->fixed_callsite = v; return c->fixed_callsite.empty() || is_file_line(v); }},
+      {"COZ_UNITS", "a comma-separated list of line, function and callsite, each at most once",
+       [](const char* v, Config* c) {
+         c->units.clear();
+         std::string s(v);
+         size_t start = 0;
+         while (start <= s.size()) {
+           size_t comma = s.find(',', start);
+           if (comma == std::string::npos) comma = s.size();
+           std::string u = s.substr(start, comma - start);
+           if (u != "line" && u != "function" && u != "callsite") return false;
+           for (const std::string& seen : c->units)
+             if (seen == u) return false;
+           c->units.push_back(u);
+           start = comma + 1;
+         }
+         return !c->units.empty();
+       }},
       {"COZ_FIXED_SPEEDUP", "a whole percentage from 0 to 100",
        [](const char* v, Config* c) {
          uint64_t n;
@@ -140,6 +162,20 @@ bool parse_config(const EnvLookup& get, Config* out, std::string* error) {
       *error = std::string(o.env) + "='" + v + "' is not valid: it takes " + o.takes;
       return false;
     }
+  }
+  int fixed = !c.fixed_line.empty() + !c.fixed_function.empty() + !c.fixed_callsite.empty();
+  if (fixed > 1) {
+    *error = "COZ_FIXED_LINE, COZ_FIXED_FUNCTION and COZ_FIXED_CALLSITE cannot go together: an experiment speeds up one unit";
+    return false;
+  }
+  // A fixed unit is among the units: its samples are counted.
+  const char* fixed_unit = !c.fixed_function.empty() ? "function" : !c.fixed_callsite.empty() ? "callsite" : nullptr;
+  if (fixed_unit && std::find(c.units.begin(), c.units.end(), fixed_unit) == c.units.end())
+    c.units.push_back(fixed_unit);
+  bool lines_only = c.units.size() == 1 && c.units[0] == "line";
+  if (c.format == "legacy" && (!lines_only || !c.fixed_function.empty() || !c.fixed_callsite.empty())) {
+    *error = "COZ_FORMAT=legacy names lines only: COZ_UNITS, COZ_FIXED_FUNCTION and COZ_FIXED_CALLSITE need the json format";
+    return false;
   }
   *out = c;
   return true;

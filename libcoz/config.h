@@ -17,6 +17,9 @@ struct Config {
   std::vector<std::string> source_scope{"%"};     // COZ_SOURCE_SCOPE, tab separated
   std::vector<std::string> progress_points;       // COZ_PROGRESS_POINTS, file:line, tab separated
   std::string fixed_line;                         // COZ_FIXED_LINE, file:line
+  std::string fixed_function;                     // COZ_FIXED_FUNCTION, a function's name
+  std::string fixed_callsite;                     // COZ_FIXED_CALLSITE, file:line
+  std::vector<std::string> units{"line"};         // COZ_UNITS, comma separated: line, function, callsite
   int fixed_speedup = -1;                         // COZ_FIXED_SPEEDUP, percent 0-100; -1 = chosen per experiment
   bool end_to_end = false;                        // COZ_END_TO_END
   uint64_t sample_period_ns = 1000000;            // COZ_SAMPLE_PERIOD (1 ms)
@@ -31,7 +34,8 @@ struct Config {
 };
 
 // Reads every option through `get` (getenv in the runtime, a map in tests).
-// Returns false and sets `error` to one sentence naming the variable on a bad value.
+// Returns false and sets `error` to one sentence naming the variable on a bad
+// value, or the variables that cannot go together.
 using EnvLookup = std::function<const char*(const char*)>;
 bool parse_config(const EnvLookup& get, Config* out, std::string* error);
 

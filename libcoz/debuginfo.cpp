@@ -1,5 +1,7 @@
 #include "debuginfo.h"
 
+#include <cxxabi.h>
+#include <dwarf.h>
 #include <elfutils/libdwelf.h>
 #include <fcntl.h>
 #include <libelf.h>
@@ -130,6 +132,35 @@ std::string source_path(const char* name, const char* comp_dir) {
   std::string p = name;
   if (!p.empty() && p[0] != '/' && comp_dir && comp_dir[0]) p = std::string(comp_dir) + "/" + p;
   return normalize_path(p);
+}
+
+std::string demangle(const char* name) {
+  if (!name) return "";
+  if (name[0] == '_' && name[1] == 'Z') {
+    int status = 0;
+    char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+    if (out && status == 0) {
+      std::string s(out);
+      free(out);
+      return s;
+    }
+    free(out);
+  }
+  return name;
+}
+
+std::string die_function_name(Dwarf_Die* die) {
+  Dwarf_Attribute attr;
+  const char* n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
+  if (!n) n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
+  if (n) return demangle(n);
+  n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &attr));
+  return n ? n : "";
+}
+
+const char* die_comp_dir(Dwarf_Die* cudie) {
+  Dwarf_Attribute attr;
+  return dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &attr));
 }
 
 }  // namespace coz

@@ -7,6 +7,7 @@
 // 90 s per object. Shared by the line map and the symbolizer.
 #pragma once
 
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 
 #include <string>
@@ -30,5 +31,16 @@ std::string normalize_path(const std::string& path);
 // A source file named in DWARF, made absolute with the compilation
 // directory when it is relative, and normalized: how the profile names files.
 std::string source_path(const char* name, const char* comp_dir);
+
+// C++ and Rust symbol names, demangled; others as they are.
+std::string demangle(const char* name);
+
+// The function a subprogram or inlined_subroutine DIE stands for: its
+// linkage name demangled (qualified C++ and Rust names), else its name,
+// following abstract origins and specifications; "" when it has none.
+std::string die_function_name(Dwarf_Die* die);
+
+// DW_AT_comp_dir of a compilation unit's DIE, or null.
+const char* die_comp_dir(Dwarf_Die* cudie);
 
 }  // namespace coz

@@ -72,13 +72,36 @@ Profiler::Profiler(const Config& config, LineMap* lines, ProfileWriter* writer, 
       writer_(writer),
       hooks_(std::move(hooks)),
       rng_(static_cast<uint32_t>(now_real() ^ static_cast<uint64_t>(getpid()))),
+      targets_(lines, config.units),
       length_ns_(config.experiment_length_ns) {
   locks_.calibrate();  // the time-stamp counter's rate is measured from here on
 }
 
 void Profiler::set_fixed(const Line* line, std::vector<AddrRange> ranges) {
-  fixed_ = line;
+  fixed_ = targets_.of_line(line);
   fixed_ranges_ = std::move(ranges);
+}
+
+bool Profiler::set_fixed(Unit unit, const std::string& spec, std::string* error, std::string* hint) {
+  fixed_ = targets_.fixed(unit, spec, &fixed_ranges_, error, hint);
+  return fixed_ != nullptr;
+}
+
+void Profiler::add_candidates(const Sample& smp, const Line* l, bool cpu, uint64_t repeat) {
+  candidates_.clear();
+  if (targets_.has(Unit::kLine)) candidates_.push_back(targets_.of_line(l));
+  targets_.sample(smp, cpu, cpu, &rng_, &candidates_);
+  // Line choice draws from samples taken while no experiment paused the
+  // other threads: during a sped-up experiment or its cool-off, the
+  // selected unit's thread runs while the others sleep, and its unit would
+  // be over-represented (chosen again and again).
+  const bool undisturbed = !(smp.flags & kSampleDelaying);
+  for (uint64_t i = 0; i < repeat; i++) {
+    for (const Target* t : candidates_) {
+      if (undisturbed) recent_.add(t);
+      recent_all_.add(t);
+    }
+  }
 }
 
 void Profiler::request_stop(const char* reason) {
@@ -256,12 +279,7 @@ void Profiler::drain() {
       continue;
     }
     counts_since_write_[l]++;
-    // Line choice draws from samples taken while no experiment paused the
-    // other threads: during a sped-up experiment or its cool-off, the
-    // selected line's thread runs while the others sleep, and its line would
-    // be over-represented (chosen again and again).
-    if (!(smp.flags & kSampleDelaying)) recent_.add(l);
-    recent_all_.add(l);
+    add_candidates(smp, l, true, 1);
   }
   account_other_waits(period);
   for (pid_t tid : ended_) {
@@ -380,9 +398,10 @@ void Profiler::write_locks() {
   writer_->locks(r);
 }
 
-void Profiler::run_one_experiment(const Line* line, const std::vector<AddrRange>& ranges, int speedup) {
+void Profiler::run_one_experiment(const Target* target, const std::vector<AddrRange>& ranges, int speedup) {
   Shared& s = shared();
   const RangeSet* set = make_range_set(ranges);
+  s.selected_any_frame.store(target->unit == Unit::kCallsite, std::memory_order_relaxed);
   ProgressTotals before = progress().totals();
   s.speedup_pct.store(static_cast<uint32_t>(speedup));
   s.selected_samples.store(0);
@@ -410,7 +429,8 @@ void Profiler::run_one_experiment(const Line* line, const std::vector<AddrRange>
   ProgressTotals after = progress().totals();
 
   ExperimentRecord r;
-  r.selected = line->name();
+  r.selected = target->name;
+  r.unit = unit_name(target->unit);
   r.speedup_percent = speedup;
   r.wall_ns = t1 - t0;
   r.delay_ns = g1 - g0;
@@ -448,12 +468,8 @@ void Profiler::account_blocked(pid_t tid, uint32_t kind, const Sample& smp) {
   blocked_since_write_[kind - 1][l] += n;
   // Line choice draws from on- and off-CPU samples in proportion to their
   // time, for the waits experiments can speed up.
-  if (shared().blocked_scope.load(std::memory_order_relaxed) >> (kind - 1) & 1) {
-    for (uint64_t i = 0; i < n && i < RecentLines::kMaxRepeat; i++) {
-      recent_.add(l);
-      recent_all_.add(l);
-    }
-  }
+  if (shared().blocked_scope.load(std::memory_order_relaxed) >> (kind - 1) & 1)
+    add_candidates(smp, l, false, std::min<uint64_t>(n, RecentTargets::kMaxRepeat));
 }
 
 void Profiler::account_other_waits(uint64_t period) {
@@ -500,6 +516,7 @@ void Profiler::write_periodic() {
     blocked_since_write_[k].clear();
   }
   rec.out_of_scope = out_of_scope_ - out_of_scope_written_;
+  targets_.take_counts(&rec);
   writer_->samples(rec);
   out_of_scope_written_ = out_of_scope_;
   uint64_t elapsed = now_mono() - start_mono_;
@@ -580,7 +597,7 @@ void Profiler::write_counters() {
   writer_->counters(c);
 }
 
-const Line* Profiler::pick_line() {
+const Target* Profiler::pick() {
   uint32_t draw = static_cast<uint32_t>(rng_());
   // Only while no undisturbed sample exists yet (a --fixed-speedup run
   // delays in every experiment) do disturbed ones count.
@@ -607,15 +624,15 @@ void Profiler::run() {
   Shared& s = shared();
   while (!stopping()) {
     drain();
-    const Line* line = fixed_ ? fixed_ : pick_line();
-    if (!line) {
+    const Target* target = fixed_ ? fixed_ : pick();
+    if (!target) {
       wait_slice(kSliceNs);
       continue;
     }
-    std::vector<AddrRange> ranges = fixed_ ? fixed_ranges_ : lines_->ranges_of(line);
+    std::vector<AddrRange> ranges = fixed_ ? fixed_ranges_ : targets_.ranges(target);
     int speedup = config_.fixed_speedup >= 0 ? config_.fixed_speedup : choose_speedup(static_cast<uint32_t>(rng_()));
     publish_scope();  // ranges_of read every in-scope table: the hit test now sees exactly what is attributed
-    run_one_experiment(line, ranges, speedup);
+    run_one_experiment(target, ranges, speedup);
     if (config_.end_to_end || stopping()) break;
     write_periodic();
     // Cool off: no line selected, threads still pay what they owe.

@@ -18,6 +18,7 @@
 #include "locks.h"
 #include "stacks.h"
 #include "symbolizer.h"
+#include "targets.h"
 #include "thread_state.h"
 
 namespace coz {
@@ -45,24 +46,28 @@ constexpr uint64_t kLiveExperiments = 8;
 uint64_t least_visits(const std::vector<PointDelta>& progress, uint64_t experiment,
                       std::map<std::string, uint64_t>* last_seen, bool* any);
 
-// Recently sampled in-scope lines; choosing uniformly among the entries
-// chooses lines in proportion to their recent samples.
-class RecentLines {
+// Recently sampled targets (lines, functions, call sites); choosing
+// uniformly among the entries chooses them in proportion to their recent
+// samples.
+template <typename T>
+class RecentPool {
  public:
   static constexpr uint64_t kMaxRepeat = 64;  // one blocked sample of many periods counts at most this often
-  explicit RecentLines(size_t capacity = 512) : slots_(capacity, nullptr) {}
-  void add(const Line* l) {
+  explicit RecentPool(size_t capacity = 512) : slots_(capacity, nullptr) {}
+  void add(const T* l) {
     slots_[next_++ % slots_.size()] = l;
     if (size_ < slots_.size()) size_++;
   }
-  const Line* pick(uint32_t draw) const { return size_ ? slots_[draw % size_] : nullptr; }
+  const T* pick(uint32_t draw) const { return size_ ? slots_[draw % size_] : nullptr; }
   size_t size() const { return size_; }
 
  private:
-  std::vector<const Line*> slots_;
+  std::vector<const T*> slots_;
   size_t next_ = 0;
   size_t size_ = 0;
 };
+using RecentLines = RecentPool<Line>;
+using RecentTargets = RecentPool<Target>;
 
 // What the profiler thread needs from the rest of the runtime.
 struct ProfilerHooks {
@@ -91,20 +96,27 @@ class Profiler {
 
   // For the fixed-line mode: resolved before main.
   void set_fixed(const Line* line, std::vector<AddrRange> ranges);
+  // --fixed-function, --fixed-callsite: false and an error (and a hint)
+  // when the spec names nothing, or more than one function.
+  bool set_fixed(Unit unit, const std::string& spec, std::string* error, std::string* hint);
   void set_start_time(uint64_t mono_ns) { start_mono_ = mono_ns; }
 
   // Takes every thread's pending samples and symbolizes them (the loop
   // calls it every few milliseconds; public for tests).
   void drain();
-  // The line of the next experiment without --fixed-line: one of the recent
-  // samples' lines, drawn in proportion to their samples.
-  const Line* pick_line();
+  // The unit of the next experiment without --fixed-line: one of the
+  // recent samples' lines (functions, call sites: --unit), drawn in
+  // proportion to their samples.
+  const Target* pick();
 
 
  private:
   void wait_slice(uint64_t ns);
   bool stopping() const { return stop_word_.load(std::memory_order_acquire) != 0; }
-  void run_one_experiment(const Line* line, const std::vector<AddrRange>& ranges, int speedup);
+  void run_one_experiment(const Target* target, const std::vector<AddrRange>& ranges, int speedup);
+  // Adds a sample's candidates to the pools (`repeat` times: a blocked
+  // sample of many periods).
+  void add_candidates(const Sample& smp, const Line* l, bool cpu, uint64_t repeat);
   void write_periodic();
   void write_final();
   const Line* line_of(uintptr_t pc);
@@ -116,8 +128,10 @@ class Profiler {
   ProfileWriter* writer_;
   ProfilerHooks hooks_;
   std::mt19937 rng_;
-  RecentLines recent_;      // lines of samples taken while no delay was inserted
-  RecentLines recent_all_;  // of every sample
+  Targets targets_;
+  RecentTargets recent_;      // targets of samples taken while no delay was inserted
+  RecentTargets recent_all_;  // of every sample
+  std::vector<const Target*> candidates_;  // scratch
   std::unordered_map<uintptr_t, const Line*> pc_cache_;
   struct Pending {
     pid_t tid;
@@ -174,7 +188,7 @@ class Profiler {
   std::unordered_map<const Line*, uint64_t> blocked_since_write_[6];  // per wait kind
   uint64_t out_of_scope_written_ = 0;
   uint64_t samples_written_ = 0;
-  const Line* fixed_ = nullptr;
+  const Target* fixed_ = nullptr;
   std::vector<AddrRange> fixed_ranges_;
   uint64_t length_ns_;
   uint64_t total_delay_ns_ = 0;

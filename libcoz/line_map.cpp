@@ -487,6 +487,16 @@ std::vector<AddrRange> LineMap::ranges_of(const Line* line) {
   return e->ranges;
 }
 
+bool file_names_path(const std::string& file_given, const std::string& path) {
+  if (file_given.empty()) return false;
+  const bool absolute = file_given[0] == '/';
+  const std::string file = normalize_path(file_given);  // also drops a leading "./"
+  if (path == file) return true;
+  if (absolute) return false;
+  const std::string suffix = "/" + file;
+  return path.size() > suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 std::vector<const Line*> LineMap::find(const std::string& spec) {
   std::vector<const Line*> out;
   size_t colon = spec.rfind(':');
@@ -494,27 +504,32 @@ std::vector<const Line*> LineMap::find(const std::string& spec) {
   const std::string num = spec.substr(colon + 1);
   if (num.find_first_not_of("0123456789") != std::string::npos || num.size() > 9) return out;
   const uint32_t lineno = static_cast<uint32_t>(std::stoul(num));
-  std::string file = spec.substr(0, colon);
-  const bool absolute = file[0] == '/';
-  file = normalize_path(file);  // also drops a leading "./"
-  const std::string suffix = "/" + file;
+  const std::string file = spec.substr(0, colon);
 
   std::lock_guard<std::mutex> lk(impl_->query_mu);
   impl_->build_all();
   for (const auto& kv : impl_->files) {
     const FileRec& f = *kv.second;
-    if (!f.in_scope) continue;
-    bool match = f.path == file;
-    if (!match && !absolute) {
-      match = f.path.size() > suffix.size() &&
-              f.path.compare(f.path.size() - suffix.size(), suffix.size(), suffix) == 0;
-    }
-    if (!match) continue;
+    if (!f.in_scope || !file_names_path(file, f.path)) continue;
     auto it = f.lines.find(lineno);
     if (it != f.lines.end() && !it->second->ranges.empty()) out.push_back(it->second.get());
   }
   std::sort(out.begin(), out.end(), [](const Line* a, const Line* b) { return a->file < b->file; });
   return out;
+}
+
+std::vector<std::pair<std::string, uintptr_t>> LineMap::objects() const {
+  std::lock_guard<std::mutex> lk(impl_->reg_mu);
+  std::vector<std::pair<std::string, uintptr_t>> out;
+  for (const auto& o : impl_->objects) out.emplace_back(o->path, o->bias);
+  return out;
+}
+
+bool LineMap::in_source_scope(const std::string& path) const { return impl_->in_source_scope(path); }
+
+std::string LineMap::debuginfo_path() {
+  std::lock_guard<std::mutex> lk(impl_->query_mu);
+  return impl_->debuginfo_path;
 }
 
 std::vector<std::string> LineMap::objects_without_debug_info() {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace coz {
@@ -31,6 +32,11 @@ struct AddrRange {
 // characters (including none), everything else literally. "MAIN" in a
 // binary scope stands for the main executable.
 bool scope_match(const std::string& pattern, const std::string& text);
+
+// Whether FILE of a "FILE:LINE" the user gave names `path` (absolute,
+// normalized): the same path, or, for a relative FILE, the end of the path
+// at a '/' boundary ("app.c" names "/src/app.c").
+bool file_names_path(const std::string& file, const std::string& path);
 
 class LineMap {
  public:
@@ -69,6 +75,13 @@ class LineMap {
   // Lines matching "file:line" where file matches the end of the path at a
   // '/' boundary ("app.c:12" matches "/src/app.c:12"). Empty when none.
   std::vector<const Line*> find(const std::string& file_colon_line);
+
+  // The in-scope objects registered so far: (path, load bias).
+  std::vector<std::pair<std::string, uintptr_t>> objects() const;
+  // Whether a source file (absolute, normalized) is in the source scope.
+  bool in_source_scope(const std::string& path) const;
+  // The search path of set_debuginfo_path ("" for the default).
+  std::string debuginfo_path();
 
   // Paths of in-scope objects that have no DWARF line information (after
   // looking for separate debug files).

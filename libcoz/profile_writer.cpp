@@ -133,7 +133,8 @@ std::string ProfileWriter::format_startup(const StartupRecord& r) const {
          ",\"source_scope\":" + json_list(r.source_scope) +
          ",\"fixed_line\":" + (r.fixed_line.empty() ? "null" : json_string(r.fixed_line)) +
          ",\"fixed_speedup\":" + (r.fixed_speedup < 0 ? "null" : fraction(r.fixed_speedup)) +
-         ",\"blocked_scope\":" + json_string(r.blocked_scope) + "}\n";
+         ",\"blocked_scope\":" + json_string(r.blocked_scope) + ",\"units\":" + json_list(r.units) +
+         ",\"fixed_unit\":" + (r.fixed_unit.empty() ? "null" : json_string(r.fixed_unit)) + "}\n";
 }
 
 std::string ProfileWriter::format_experiment(const ExperimentRecord& r) const {
@@ -154,6 +155,7 @@ std::string ProfileWriter::format_experiment(const ExperimentRecord& r) const {
     return out;
   }
   out = "{\"type\":\"experiment\",\"selected\":" + json_string(r.selected) +
+        (r.unit != "line" ? ",\"unit\":" + json_string(r.unit) : std::string()) +
         ",\"speedup\":" + fraction(r.speedup_percent) + ",\"duration_ns\":" + std::to_string(r.duration_ns) +
         ",\"wall_ns\":" + std::to_string(r.wall_ns) + ",\"delay_ns\":" + std::to_string(r.delay_ns) +
         ",\"selected_samples\":" + std::to_string(r.selected_samples) +
@@ -196,6 +198,8 @@ std::string ProfileWriter::format_samples(const SamplesRecord& r) const {
       out += (i ? "," : "") + json_string(r.blocked[i].first) + ":" + json_counts(r.blocked[i].second);
     out += "}";
   }
+  if (r.with_functions) out += ",\"functions\":" + json_counts(r.functions);
+  if (r.with_callsites) out += ",\"callsites\":" + json_counts(r.callsites);
   return out + "}\n";
 }
 

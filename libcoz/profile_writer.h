@@ -27,6 +27,8 @@ struct StartupRecord {
   std::string fixed_line;  // empty: none
   int fixed_speedup = -1;  // percent; -1: none
   std::string blocked_scope;  // letters of the waits experiments speed up
+  std::vector<std::string> units{"line"};  // units experiments choose among
+  std::string fixed_unit;  // unit of --fixed-line/-function/-callsite; empty: none
 };
 
 struct PointDelta {
@@ -40,6 +42,7 @@ struct PointDelta {
 
 struct ExperimentRecord {
   std::string selected;
+  std::string unit = "line";
   int speedup_percent = 0;
   uint64_t duration_ns = 0;
   uint64_t wall_ns = 0;
@@ -57,6 +60,9 @@ struct SamplesRecord {
   Counts counts;  // per "path:line", CPU samples
   uint64_t out_of_scope = 0;
   std::vector<std::pair<std::string, Counts>> blocked;  // wait kind -> blocked samples per "path:line"
+  bool with_functions = false, with_callsites = false;  // written (even empty) when among the units
+  Counts functions;  // CPU samples per function
+  Counts callsites;  // CPU samples per call site "path:line"
   bool empty() const { return counts.empty() && !out_of_scope && blocked.empty(); }
 };
 

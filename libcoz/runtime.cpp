@@ -580,6 +580,13 @@ void runtime_init() {
     }
     g_profiler->set_fixed(found[0], ranges);
   }
+  if (!config.fixed_function.empty() || !config.fixed_callsite.empty()) {
+    std::string why, hint;
+    const bool fn = !config.fixed_function.empty();
+    if (!g_profiler->set_fixed(fn ? Unit::kFunction : Unit::kCallsite, fn ? config.fixed_function : config.fixed_callsite,
+                               &why, &hint))
+      fail_start(why, hint.c_str());
+  }
   if (!config.progress_points.empty()) {
     std::vector<std::pair<std::string, std::vector<uintptr_t>>> bps;
     for (const std::string& p : config.progress_points) {
@@ -639,14 +646,22 @@ void runtime_init() {
   sr.mode = config.locks_only      ? "locks-only"
             : config.sampling_only ? "sampling-only"
             : config.end_to_end  ? "end-to-end"
-            : config.fixed_line.empty() ? "causal"
-                                        : "fixed-line";
+            : config.fixed_line.empty() && config.fixed_function.empty() && config.fixed_callsite.empty()
+                ? "causal"
+                : "fixed-line";
   sr.sample_period_ns = config.sample_period_ns;
   sr.experiment_length_ns = config.experiment_length_ns;
   sr.sampler = sampler_uses_timer() ? "timer" : "perf_event";
   sr.binary_scope = config.binary_scope;
   sr.source_scope = config.source_scope;
-  sr.fixed_line = config.fixed_line;
+  sr.fixed_line = !config.fixed_function.empty() ? config.fixed_function
+                  : !config.fixed_callsite.empty() ? config.fixed_callsite
+                                                   : config.fixed_line;
+  sr.fixed_unit = !config.fixed_function.empty() ? "function"
+                  : !config.fixed_callsite.empty() ? "callsite"
+                  : !config.fixed_line.empty()     ? "line"
+                                                   : "";
+  sr.units = config.units;
   sr.fixed_speedup = config.fixed_speedup;
   sr.blocked_scope = config.blocked_scope;
   g_writer->startup(sr);

@@ -47,29 +47,21 @@ long perf_event_open(perf_event_attr* attr, pid_t pid, int cpu, int group, unsig
 
 pid_t gettid_raw() { return static_cast<pid_t>(sys(SYS_gettid)); }
 
-// [sig] Counts the sample and hands it to the profiler thread. Hit test: the
-// first frame in the published scope is the sample's first in-scope frame
-// (the profiler thread attributes the sample to the same frame's line); the
-// sample is a hit when that frame lies in the selected line. Returns the CPU
-// time the hit stands for (0: no hit).
+// [sig] Counts the sample and hands it to the profiler thread. Hit test:
+// chain_selected(), the rule the profiler thread attributes samples by.
+// Returns the CPU time the hit stands for (0: no hit).
 uint64_t record_sample(ThreadState* t, Sample* smp) {
   Shared& s = shared();
   t->samples.fetch_add(1, std::memory_order_relaxed);
   uint64_t hit_ns = 0;
   const RangeSet* sel = s.selected.load(std::memory_order_acquire);
-  const RangeSet* scope = s.scope.load(std::memory_order_acquire);
-  if (sel && scope) {
-    for (uint32_t i = 0; i < smp->n; i++) {
-      if (!scope->contains(smp->pcs[i])) continue;
-      if (sel->contains(smp->pcs[i])) {
-        // The line's cost in wall time: its CPU time, and the time the
-        // thread waited for a CPU meanwhile (a faster line would have needed
-        // less of both).
-        hit_ns = smp->weight_ns + smp->wait_ns;
-        s.selected_samples.fetch_add(1, std::memory_order_relaxed);
-      }
-      break;
-    }
+  if (sel && chain_selected(sel, s.scope.load(std::memory_order_acquire),
+                            s.selected_any_frame.load(std::memory_order_relaxed), smp->pcs, smp->n)) {
+    // The unit's cost in wall time: its CPU time, and the time the thread
+    // waited for a CPU meanwhile (a faster unit would have needed less of
+    // both).
+    hit_ns = smp->weight_ns + smp->wait_ns;
+    s.selected_samples.fetch_add(1, std::memory_order_relaxed);
   }
   if (s.paying.load(std::memory_order_relaxed) && s.speedup_pct.load(std::memory_order_relaxed))
     smp->flags |= kSampleDelaying;

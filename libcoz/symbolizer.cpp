@@ -1,6 +1,5 @@
 #include "symbolizer.h"
 
-#include <cxxabi.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
@@ -15,21 +14,6 @@
 #include "debuginfo.h"
 
 namespace coz {
-
-std::string demangle(const char* name) {
-  if (!name) return "";
-  if (name[0] == '_' && name[1] == 'Z') {
-    int status = 0;
-    char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
-    if (out && status == 0) {
-      std::string s(out);
-      free(out);
-      return s;
-    }
-    free(out);
-  }
-  return name;
-}
 
 namespace {
 
@@ -54,22 +38,6 @@ std::string self_exe() {
   char buf[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-}
-
-// The function a scope DIE (a subprogram or an inlined call) stands for:
-// its linkage name demangled (qualified C++ and Rust names), else its name.
-std::string scope_name(Dwarf_Die* die) {
-  Dwarf_Attribute attr;
-  const char* n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
-  if (!n) n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
-  if (n) return demangle(n);
-  n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &attr));
-  return n ? n : "";
-}
-
-const char* comp_dir_of(Dwarf_Die* cudie) {
-  Dwarf_Attribute attr;
-  return dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &attr));
 }
 
 }  // namespace
@@ -152,7 +120,7 @@ Symbolized Symbolizer::symbolize(uintptr_t pc) {
   Dwarf_Die* cudie = dwfl_module_addrdie(o->module, addr, &bias);
   if (cudie) {
     const Dwarf_Addr daddr = addr - bias;
-    const char* comp_dir = comp_dir_of(cudie);
+    const char* comp_dir = die_comp_dir(cudie);
     SourceFrame cur;
     if (Dwarf_Line* l = dwarf_getsrc_die(cudie, daddr)) {
       int lineno = 0;
@@ -180,7 +148,7 @@ Symbolized Symbolizer::symbolize(uintptr_t pc) {
     Dwarf_Files* files = nullptr;
     size_t nfiles = 0;
     for (int depth = 0; have && depth < 64; depth++) {
-      cur.function = scope_name(&die);
+      cur.function = die_function_name(&die);
       out.frames.push_back(cur);
       if (dwarf_tag(&die) != DW_TAG_inlined_subroutine) break;
       // The next frame out is where this function was inlined: its call site.

@@ -45,7 +45,7 @@ class Symbolizer {
   std::unique_ptr<Impl> impl_;
 };
 
-// C++ and Rust symbol names, demangled; others as they are.
+// C++ and Rust symbol names, demangled; others as they are (debuginfo.cpp).
 std::string demangle(const char* name);
 
 }  // namespace coz

@@ -217,7 +217,11 @@ struct Shared {
   // their code). A sample's first frame in it is its "first in-scope frame",
   // the one rule of both the hit test here and the profiler's attribution.
   std::atomic<const RangeSet*> scope{nullptr};
-  std::atomic<const RangeSet*> selected{nullptr};  // ranges of the selected line; null: none
+  std::atomic<const RangeSet*> selected{nullptr};  // code of the selected unit; null: none
+  // How a callchain counts for the selected unit (stored before `selected`):
+  // false, by its first in-scope frame (lines, functions); true, by any frame
+  // (call sites). See chain_selected().
+  std::atomic<bool> selected_any_frame{false};
   std::atomic<uint32_t> speedup_pct{0};            // of the running experiment; delay = weight x speedup
   std::atomic<bool> paying{false};                 // an experiment runs or delays drain after it
   std::atomic<uint64_t> global_delay{0};           // largest local delay of the experiment
@@ -231,5 +235,22 @@ struct Shared {
 };
 
 Shared& shared();
+
+// [sig] Whether a callchain (innermost first) counts for the selected unit
+// `sel`: by its first frame in `scope` (the sample's first in-scope frame,
+// the one the profiler thread attributes it to), or, with `any_frame`, by
+// any of its frames. One rule for CPU samples and for waits.
+inline bool chain_selected(const RangeSet* sel, const RangeSet* scope, bool any_frame, const uintptr_t* pcs,
+                           uint32_t n) {
+  if (!sel) return false;
+  for (uint32_t i = 0; i < n; i++) {
+    if (any_frame) {
+      if (sel->contains(pcs[i])) return true;
+    } else if (scope && scope->contains(pcs[i])) {
+      return sel->contains(pcs[i]);
+    }
+  }
+  return false;
+}
 
 }  // namespace coz

@@ -106,16 +106,12 @@ OwnText& own_text() {
   return t;
 }
 
-// Whether the call site of a wait, given the frames of its call stack, is
-// in the running experiment's line: the first frame in the published scope
-// decides, as for CPU samples.
+// Whether a wait, given the frames of its call stack, counts for the
+// running experiment's unit: the rule of CPU samples (chain_selected).
 bool call_site_selected(const uintptr_t* pcs, uint32_t n) {
-  const RangeSet* scope = shared().scope.load(std::memory_order_acquire);
-  const RangeSet* sel = shared().selected.load(std::memory_order_acquire);
-  if (!scope || !sel) return false;
-  for (uint32_t i = 0; i < n; i++)
-    if (scope->contains(pcs[i])) return sel->contains(pcs[i]);
-  return false;
+  return chain_selected(shared().selected.load(std::memory_order_acquire),
+                        shared().scope.load(std::memory_order_acquire),
+                        shared().selected_any_frame.load(std::memory_order_relaxed), pcs, n);
 }
 
 }  // namespace
@@ -168,9 +164,11 @@ void end_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller) {
     smp.n = 0;
     if (t->wait_rest_ns[k] >= period || sped) {
       // The call's stack: its first in-scope frame is the call site. The
-      // fast path: the wrapper's own caller is in scope.
+      // fast path: the wrapper's own caller is in scope (and the selected
+      // unit, if any, is decided by that frame: not a call site).
       const RangeSet* scope = shared().scope.load(std::memory_order_acquire);
-      if (caller && scope && scope->contains(caller - 1) && t->wait_rest_ns[k] < period) {
+      const bool whole_chain = sped && shared().selected_any_frame.load(std::memory_order_relaxed);
+      if (caller && !whole_chain && scope && scope->contains(caller - 1) && t->wait_rest_ns[k] < period) {
         smp.pcs[0] = caller - 1;
         smp.n = 1;
       } else {

@@ -39,6 +39,15 @@ def add_arguments(p):
                    help="profile to append to (default profile.coz; %%p becomes the pid)")
     p.add_argument("--fixed-line", metavar="FILE:LINE",
                    help="only ever speed up FILE:LINE")
+    p.add_argument("--fixed-function", metavar="NAME",
+                   help="only ever speed up the function NAME (inlined copies included; C++: "
+                        "with or without namespace and parameters)")
+    p.add_argument("--fixed-callsite", metavar="FILE:LINE",
+                   help="only ever speed up the calls on FILE:LINE (whatever they call, "
+                        "library code included)")
+    p.add_argument("--unit", default="line", metavar="UNITS",
+                   help="what experiments speed up: line, function or callsite, or several "
+                        "separated by commas (e.g. line,callsite); default line")
     p.add_argument("--fixed-speedup", metavar="N",
                    help="only ever use a speedup of N percent (0-100)")
     p.add_argument("--end-to-end", action="store_true",
@@ -114,6 +123,9 @@ def parse_time(text, default_unit, what):
 def validate(args):
     """Check option values and add the derived fields; raises CozError."""
     experiment_options = [name for name, given in (("--fixed-line", args.fixed_line is not None),
+                                                   ("--fixed-function", args.fixed_function is not None),
+                                                   ("--fixed-callsite", args.fixed_callsite is not None),
+                                                   ("--unit", args.unit != "line"),
                                                    ("--fixed-speedup", args.fixed_speedup is not None),
                                                    ("--end-to-end", args.end_to_end)) if given]
     for flag, given in (("--sampling-only", args.sampling_only), ("--locks-only", args.locks_only)):
@@ -140,6 +152,27 @@ def validate(args):
         if not _LINE_RE.match(spec) or "\t" in spec:
             raise CozError(f"bad --progress {spec!r}",
                            hint="name a source line as FILE:LINE, e.g. --progress app.c:42")
+    fixed = [f for f, v in (("--fixed-line", args.fixed_line), ("--fixed-function", args.fixed_function),
+                            ("--fixed-callsite", args.fixed_callsite)) if v is not None]
+    if len(fixed) > 1:
+        raise CozError(f"{' and '.join(fixed)} cannot go together: an experiment speeds up one thing",
+                       hint="keep one of them")
+    units = args.unit.split(",")
+    if not all(u in ("line", "function", "callsite") for u in units) or len(set(units)) != len(units):
+        raise CozError(f"bad --unit {args.unit!r}",
+                       hint="give line, function or callsite, or several separated by commas, "
+                            "each once, e.g. --unit line,callsite")
+    args.units = units
+    if args.format == "legacy" and (units != ["line"] or args.fixed_function is not None
+                                    or args.fixed_callsite is not None):
+        raise CozError("the legacy format names lines only",
+                       hint="drop --format legacy to profile functions or call sites")
+    if args.fixed_function is not None and (not args.fixed_function.strip() or "\t" in args.fixed_function):
+        raise CozError(f"bad --fixed-function {args.fixed_function!r}",
+                       hint="name a function, e.g. --fixed-function parse_header")
+    if args.fixed_callsite is not None and not _LINE_RE.match(args.fixed_callsite):
+        raise CozError(f"bad --fixed-callsite {args.fixed_callsite!r}",
+                       hint="name a call's line as FILE:LINE, e.g. --fixed-callsite app.c:42")
     if args.fixed_line is not None and not _LINE_RE.match(args.fixed_line):
         raise CozError(f"bad --fixed-line {args.fixed_line!r}",
                        hint="name a source line as FILE:LINE, e.g. --fixed-line app.c:42")
@@ -171,6 +204,12 @@ def build_env(args, library, base_env=None, launcher_pid=None):
     env["COZ_PROGRESS_POINTS"] = "\t".join(args.progress)
     if args.fixed_line is not None:
         env["COZ_FIXED_LINE"] = args.fixed_line
+    if args.fixed_function is not None:
+        env["COZ_FIXED_FUNCTION"] = args.fixed_function
+    if args.fixed_callsite is not None:
+        env["COZ_FIXED_CALLSITE"] = args.fixed_callsite
+    if args.units != ["line"]:
+        env["COZ_UNITS"] = ",".join(args.units)
     if args.fixed_speedup_pct is not None:
         env["COZ_FIXED_SPEEDUP"] = str(args.fixed_speedup_pct)
     if args.end_to_end:

@@ -69,6 +69,14 @@ def test_parse_time(text, unit, ns):
     (["--fixed-line", "app.c", "---", "x"], "bad --fixed-line"),
     (["--fixed-line", "app.c:0", "---", "x"], "bad --fixed-line"),
     (["-p", "nocolon", "---", "x"], "bad --progress"),
+    (["--unit", "lines", "---", "x"], "bad --unit"),
+    (["--unit", "line,line", "---", "x"], "bad --unit"),
+    (["--unit", "", "---", "x"], "bad --unit"),
+    (["--fixed-callsite", "app.c", "---", "x"], "bad --fixed-callsite"),
+    (["--fixed-function", " ", "---", "x"], "bad --fixed-function"),
+    (["--fixed-line", "a.c:1", "--fixed-function", "f", "---", "x"], "cannot go together"),
+    (["--unit", "callsite", "--format", "legacy", "---", "x"], "legacy format names lines only"),
+    (["--unit", "function", "--sampling-only", "---", "x"], "cannot go with --unit"),
     (["--format", "xml", "---", "x"], "invalid choice"),
     (["--bogus", "---", "x"], "unrecognized arguments"),
     (["./app", "---", "x"], "unrecognized arguments"),
@@ -128,11 +136,21 @@ def test_build_env_contract():
 def test_build_env_defaults_leave_optional_variables_unset():
     env = launcher.build_env(parse("---", "x"), "/l.so", base_env={}, launcher_pid=1)
     assert env["LD_PRELOAD"] == "/l.so"
-    for key in ("COZ_FIXED_LINE", "COZ_FIXED_SPEEDUP", "COZ_END_TO_END"):
+    for key in ("COZ_FIXED_LINE", "COZ_FIXED_SPEEDUP", "COZ_END_TO_END", "COZ_UNITS", "COZ_FIXED_FUNCTION",
+                "COZ_FIXED_CALLSITE"):
         assert key not in env
     assert env["COZ_PROGRESS_POINTS"] == "" and env["COZ_VERBOSE"] == "0"
     assert env["COZ_FOLLOW_CHILDREN"] == "0" and env["COZ_FORMAT"] == "json"
     assert env["COZ_WARN_STDERR"] == "0"  # warnings into the profile; the launcher prints them once
+
+
+def test_build_env_units():
+    env = launcher.build_env(parse("--unit", "function,callsite", "--fixed-function", "ns::parse", "---", "x"),
+                             "/l.so", base_env={}, launcher_pid=1)
+    assert env["COZ_UNITS"] == "function,callsite" and env["COZ_FIXED_FUNCTION"] == "ns::parse"
+    env = launcher.build_env(parse("--fixed-callsite", "src/a.c:9", "---", "x"), "/l.so", base_env={},
+                             launcher_pid=1)
+    assert env["COZ_FIXED_CALLSITE"] == "src/a.c:9" and "COZ_UNITS" not in env
 
 
 # -- library and program checks -------------------------------------------------------

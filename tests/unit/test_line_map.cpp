@@ -544,7 +544,7 @@ TEST(LineMapInProcess, LineChoiceIgnoresSamplesTakenWhileOthersWerePaused) {
   p.drain();
   const coz::Line* a = m.lookup(reinterpret_cast<uintptr_t>(&line_choice_fn_a));
   ASSERT_NE(a, nullptr);
-  for (int i = 0; i < 50; i++) EXPECT_EQ(p.pick_line(), a);
+  for (int i = 0; i < 50; i++) EXPECT_EQ(p.pick()->line, a);
   EXPECT_EQ(line_choice_fn_a(1) + line_choice_fn_b(1), 11);
 }
 

@@ -86,12 +86,29 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_EQ(c.launcher_pid, 4321);
 }
 
+TEST(Config, UnitsAndFixedUnits) {
+  Config c;
+  std::string err;
+  ASSERT_TRUE(parse_config(env_of({{"COZ_UNITS", "callsite,line"}}), &c, &err)) << err;
+  EXPECT_EQ(c.units, (std::vector<std::string>{"callsite", "line"}));
+  // A fixed unit is among the units (its samples are counted).
+  ASSERT_TRUE(parse_config(env_of({{"COZ_FIXED_FUNCTION", "ns::parse"}}), &c, &err)) << err;
+  EXPECT_EQ(c.fixed_function, "ns::parse");
+  EXPECT_EQ(c.units, (std::vector<std::string>{"line", "function"}));
+  // One fixed unit at most; the legacy format names lines only.
+  EXPECT_FALSE(parse_config(env_of({{"COZ_FIXED_LINE", "a.c:1"}, {"COZ_FIXED_CALLSITE", "a.c:2"}}), &c, &err));
+  EXPECT_NE(err.find("cannot go together"), std::string::npos) << err;
+  EXPECT_FALSE(parse_config(env_of({{"COZ_FORMAT", "legacy"}, {"COZ_UNITS", "line,callsite"}}), &c, &err));
+  EXPECT_NE(err.find("legacy"), std::string::npos) << err;
+}
+
 TEST(Config, RejectsBadValuesNamingTheVariable) {
   const std::map<std::string, std::string> bad[] = {
       {{"COZ_FIXED_SPEEDUP", "101"}}, {{"COZ_FIXED_SPEEDUP", "-5"}}, {{"COZ_FIXED_SPEEDUP", "ten"}},
       {{"COZ_SAMPLE_PERIOD", "5"}},   {{"COZ_FORMAT", "xml"}},        {{"COZ_FIXED_LINE", "app.c"}},
       {{"COZ_FIXED_LINE", "app.c:x"}}, {{"COZ_PROGRESS_POINTS", "a.c:1\tnoline"}}, {{"COZ_END_TO_END", "maybe"}},
-      {{"COZ_BINARY_SCOPE", ""}},
+      {{"COZ_BINARY_SCOPE", ""}},     {{"COZ_UNITS", "line,lines"}},  {{"COZ_UNITS", "line,line"}},
+      {{"COZ_UNITS", ""}},            {{"COZ_FIXED_CALLSITE", "app.c"}},
   };
   for (const auto& m : bad) {
     Config c;

@@ -1,0 +1,170 @@
+"""Units of virtual speedup (--unit, --fixed-function, --fixed-callsite) in
+real runs: call sites split a helper's samples by its callers (an
+out-of-line function, a library's qsort, a recursion), functions gather
+their lines, and an experiment on a unit predicts what its samples say.
+Known answers come from the run itself: each program times its call sites,
+and a fixed unit's slope is compared with its share of the run's samples."""
+
+import os
+import re
+
+from conftest import PROGRAMS, build_program, coz_run, records
+
+from cozprof.analysis import analyze
+from cozprof.profile import load
+
+CHAIN_SOURCES = [os.path.join(PROGRAMS, "chain.c"), os.path.join(PROGRAMS, "chain_work.c")]
+
+
+def marker(program, text):
+    with open(os.path.join(PROGRAMS, program + ".c")) as f:
+        for n, line in enumerate(f, 1):
+            if f"/* {text} */" in line:
+                return f"{program}.c:{n}"
+    raise AssertionError(text)
+
+
+def totals(out):
+    """Run totals: all samples, and the `functions` and `callsites` counts keyed by short name."""
+    total, functions, callsites = 0, {}, {}
+    for r in records(out):
+        if r["type"] != "samples":
+            continue
+        total += sum(r["counts"].values()) + r["out_of_scope"]
+        for key, into in (("functions", functions), ("callsites", callsites)):
+            for name, n in r.get(key, {}).items():
+                short = name.rsplit("/", 1)[-1]
+                into[short] = into.get(short, 0) + n
+    return total, functions, callsites
+
+
+def experiments(out):
+    return [r for r in records(out) if r["type"] == "experiment" and not r["partial"]]
+
+
+def program_times(stdout):
+    return {k: float(v) for k, v in re.findall(r"(\w+)_ms=([0-9.]+)", stdout.decode())}
+
+
+def only_result(out):
+    (result,) = analyze(load([str(out)]), phase_correction=False)["lines"]
+    return result
+
+
+def test_call_sites_split_a_helper_by_its_callers(tmp_path):
+    exe = build_program("chain", tmp_path, sources=CHAIN_SOURCES)
+    out = tmp_path / "u.coz"
+    r = coz_run(["--unit", "line,callsite", "--experiment-length", "100ms", "-o", str(out)], [exe, "4"])
+    assert r.returncode == 0, r.stderr.decode()
+    start = records(out)[0]
+    assert start["units"] == ["line", "callsite"] and start["fixed_unit"] is None
+    total, functions, callsites = totals(out)
+    a, b = callsites[marker("chain", "CALL_A")], callsites[marker("chain", "CALL_B")]
+    # CALL_A does twice CALL_B's steps of one kernel: about 2/3 of the two.
+    assert 0.55 < a / (a + b) < 0.8, (a, b)
+    # Every sample in the helper counts for exactly one of its callers.
+    work = callsites[marker("chain_work", "WORK")]
+    assert abs((a + b) - work) <= 0.02 * total, (a, b, work, total)
+    assert not functions, "function is not among the units"
+    units = {(e.get("unit", "line"), e["selected"].rsplit("/", 1)[-1]) for e in experiments(out)}
+    assert {u for u, _ in units} == {"line", "callsite"}, units
+    # The line the thread was on is a line experiment, never a call-site one.
+    assert ("callsite", marker("chain_work", "WORK")) not in units, units
+
+
+def test_library_calls_count_for_the_line_that_called_them(tmp_path):
+    # Samples in glibc's qsort (out of scope, frameless code included) and in
+    # this file's comparator count for the line that called qsort.
+    exe = build_program("units_qsort", tmp_path)
+    out = tmp_path / "q.coz"
+    r = coz_run(["--unit", "callsite,function", "--experiment-length", "100ms", "-o", str(out)], [exe, "4"])
+    assert r.returncode == 0, r.stderr.decode()
+    times = program_times(r.stdout)
+    total, functions, callsites = totals(out)
+    a, b = callsites[marker("units_qsort", "SORT_A")], callsites[marker("units_qsort", "SORT_B")]
+    real = times["a"] / (times["a"] + times["b"])
+    # Measured: 31 runs at load 2 to 5.5 (other jobs, and a busy loop):
+    # share - real from -0.006 to +0.007.
+    assert abs(a / (a + b) - real) < 0.06, (a, b, times)
+    assert (a + b) / total > 0.8 * (times["a"] + times["b"]) / times["cpu"], (a, b, total, times)
+    # Functions: the first in-scope frame's. Inside qsort, that is main's
+    # line; inside the comparator, the comparator.
+    assert functions.get("compare", 0) > 0 and functions.get("main", 0) > functions["compare"], functions
+    # The comparator calls nothing: its samples are those of its lines.
+    with open(os.path.join(PROGRAMS, "units_qsort.c")) as f:
+        text = f.read().split("\n")
+    first = next(n for n, t in enumerate(text, 1) if t.startswith("static int compare("))
+    last = next(n for n, t in enumerate(text, 1) if n > first and t.startswith("}"))
+    own = sum(callsites.get(f"units_qsort.c:{n}", 0) for n in range(first, last + 1))
+    assert functions["compare"] == own, (functions, callsites)
+
+
+def test_recursion_counts_a_sample_once(tmp_path):
+    exe = build_program("units_rec", tmp_path)
+    out = tmp_path / "r.coz"
+    r = coz_run(["--unit", "callsite,function", "--experiment-length", "100ms", "-o", str(out)], [exe, "4"])
+    assert r.returncode == 0, r.stderr.decode()
+    times = program_times(r.stdout)
+    total, functions, callsites = totals(out)
+    fib = functions["fib"]
+    # Nearly every sample is in fib, dozens of frames deep, and counts once
+    # for fib and once for the recursive call's line.
+    assert 0.8 * total < fib <= total, (fib, total)
+    assert callsites[marker("units_rec", "RECURSE")] <= total
+    assert callsites[marker("units_rec", "RECURSE")] > 0.8 * total
+    big, small = callsites[marker("units_rec", "CALL_BIG")], callsites[marker("units_rec", "CALL_SMALL")]
+    real = times["big"] / (times["big"] + times["small"])
+    # Measured: 31 runs at load 2 to 5.5: share - real from -0.019 to +0.027.
+    assert abs(big / (big + small) - real) < 0.06, (big, small, times)
+
+
+def test_fixed_call_site_predicts_its_share(tmp_path):
+    exe = build_program("chain", tmp_path, sources=CHAIN_SOURCES)
+    out = tmp_path / "f.coz"
+    site = marker("chain", "CALL_A")
+    r = coz_run(["--fixed-callsite", site, "--experiment-length", "50ms", "-o", str(out)], [exe, "4"])
+    assert r.returncode == 0, r.stderr.decode()
+    start = records(out)[0]
+    assert start["mode"] == "fixed-line" and start["fixed_unit"] == "callsite" and "callsite" in start["units"]
+    sped = [e for e in experiments(out) if e["speedup"] > 0]
+    assert sped and all(e["unit"] == "callsite" and e["selected"].endswith("/" + site) for e in sped)
+    assert all(e["selected_samples"] > 0 and e["delay_ns"] > 0 for e in sped), sped
+    total, _, callsites = totals(out)
+    share = callsites[site] / total
+    result = only_result(out)
+    # The bound of the line tests (test_runtime_attribution.py). Measured:
+    # 31 runs at load 2 to 5.5: slope - share from -0.134 to +0.096.
+    assert abs(result["slope"] - share) < 0.2, (result["slope"], share, result["points"])
+
+
+def test_fixed_function_predicts_its_share(tmp_path):
+    exe = build_program("units_qsort", tmp_path)
+    out = tmp_path / "c.coz"
+    # Small sorts: many rounds (progress visits) per 50 ms experiment.
+    r = coz_run(["--fixed-function", "compare", "--experiment-length", "50ms", "-o", str(out)],
+                [exe, "4", "8000", "4000"])
+    assert r.returncode == 0, r.stderr.decode()
+    sped = [e for e in experiments(out) if e["speedup"] > 0]
+    assert sped and all(e["unit"] == "function" and e["selected"] == "compare" for e in sped)
+    total, functions, _ = totals(out)
+    share = functions["compare"] / total
+    result = only_result(out)
+    assert 0.1 < share < 0.7, share
+    # Measured: 12 runs at load 4.4 to 5.4: slope - share from -0.095 to
+    # +0.089 (with 40000-number sorts, 5 rounds per experiment, down to -0.39).
+    assert abs(result["slope"] - share) < 0.2, (result["slope"], share, result["points"])
+
+
+def test_unit_errors_are_clear(tmp_path):
+    exe = build_program("chain", tmp_path, sources=CHAIN_SOURCES)
+    r = coz_run(["--fixed-function", "no_such_function", "-o", str(tmp_path / "e.coz")], [exe, "1"])
+    assert r.returncode == 125, r.stderr.decode()
+    err = r.stderr.decode()
+    assert "matches no function" in err and "Traceback" not in err, err
+    assert not (tmp_path / "e.coz").exists()
+    r = coz_run(["--unit", "lines"], [exe, "1"])
+    assert r.returncode == 125 and "bad --unit" in r.stderr.decode(), r.stderr.decode()
+    r = coz_run(["--fixed-line", "chain.c:20", "--fixed-callsite", "chain.c:21"], [exe, "1"])
+    assert r.returncode == 125 and "cannot go together" in r.stderr.decode(), r.stderr.decode()
+    r = coz_run(["--fixed-callsite", "chain.c:1", "-o", str(tmp_path / "e.coz")], [exe, "1"])
+    assert r.returncode == 125 and "matches no line" in r.stderr.decode(), r.stderr.decode()
