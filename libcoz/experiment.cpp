@@ -27,6 +27,7 @@ namespace {
 constexpr uint64_t kSliceNs = 10000000;    // 10 ms: how often samples are drained
 constexpr uint64_t kCoolOffNs = 10000000;  // 10 ms of paying debts between experiments
 constexpr uint32_t kDrainsPerPeriod = 20;   // sampling-only: a new random period every ~100 ms
+constexpr uint64_t kKeepUpNs = 2000000;     // during long symbolization, samples are taken this often
 
 // Waits while *word == expected, for at most ns. Safe to pair with a
 // futex wake from a signal handler.
@@ -179,13 +180,35 @@ void Profiler::note_thread(ThreadState* t) {
   }
 }
 
+void Profiler::keep_up() {
+  if (!hooks_.for_each_live_thread) return;
+  uint64_t now = now_mono();
+  if (now - last_keep_up_ns_ < kKeepUpNs) return;
+  last_keep_up_ns_ = now;
+  hooks_.for_each_live_thread([&](ThreadState* t) {
+    if (t->state.load() != 1) return;  // an ended thread is the next drain's, whole
+    Pending p;
+    p.tid = t->tid;
+    while (t->ring.pop(&p.smp)) held_.push_back(p);
+    if (config_.sampling_only && t->page) {
+      size_t at = held_bytes_.size();
+      take_records(t, &held_bytes_);
+      if (held_bytes_.size() > at) held_taken_.push_back({t->tid, at, held_bytes_.size() - at, t->period_ns});
+    }
+  });
+}
+
 void Profiler::drain() {
   if (hooks_.poll_objects) hooks_.poll_objects();
   // Under the registry lock only copy the samples out: symbolizing may read
   // DWARF for seconds, and pthread_create and fork wait for that lock.
-  pending_.clear();
-  taken_.clear();
-  taken_bytes_.clear();
+  // What keep_up() took first: those samples are older.
+  pending_.swap(held_);
+  taken_.swap(held_taken_);
+  taken_bytes_.swap(held_bytes_);
+  held_.clear();
+  held_taken_.clear();
+  held_bytes_.clear();
   hooks_.for_each_thread([&](ThreadState* t) {
     Pending p;
     p.tid = t->tid;
@@ -274,6 +297,7 @@ void Profiler::drain() {
       }
     }
     const Line* l = symbolize(smp);
+    keep_up();  // the first sample in an object reads its line table
     if (!l) {
       out_of_scope_++;
       continue;
@@ -322,7 +346,7 @@ void Profiler::flush_stacks() {
     }
     *name = info.record.thread;
     *group = group_of(&info);
-  });
+  }, [this] { keep_up(); });
   writer_->locations(f.locations);
   writer_->stacks(f.stacks);
   writer_->stack_counts(f.counts);
@@ -608,7 +632,7 @@ void Profiler::run_sampling_only() {
   // No experiments, no delays: the conventional profile only. Samples,
   // stacks and the run time are written at the stack flushes.
   while (!stopping()) {
-    // Every 5 ms: the rings hold about 27 records of 2.3 KiB, and the
+    // Every 5 ms: the rings hold about 110 records of 2.3 KiB (sampler.cpp), and the
     // profiler thread waits for a CPU like any other on a busy machine.
     wait_slice(kSliceNs / 2);
     drain();

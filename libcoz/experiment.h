@@ -74,6 +74,10 @@ struct ProfilerHooks {
   // Calls fn for each thread state (live or exited but not yet recycled),
   // then recycles the exited ones once drained.
   std::function<void(const std::function<void(ThreadState*)>&)> for_each_thread;
+  // Calls fn for each live thread state, recycling none (optional: the
+  // profiler thread then keeps up with the threads' samples while it reads
+  // debug information).
+  std::function<void(const std::function<void(ThreadState*)>&)> for_each_live_thread;
   // Maps objects loaded since the last call (dlopen), if any.
   std::function<void()> poll_objects;
   // The ids of the threads alive now (for the counters at the end).
@@ -146,6 +150,15 @@ class Profiler {
   };
   std::vector<Taken> taken_;
   std::vector<char> taken_bytes_;
+  // What keep_up() took since the last drain: drain() starts from it.
+  std::vector<Pending> held_;
+  std::vector<Taken> held_taken_;
+  std::vector<char> held_bytes_;
+  uint64_t last_keep_up_ns_ = 0;
+  // Takes the live threads' samples (signal mode) or perf records
+  // (sampling-only) without symbolizing them, at most every 2 ms: called
+  // during long symbolization, so that rings do not overflow meanwhile.
+  void keep_up();
   // The conventional profile.
   struct ThreadInfo {
     ThreadRecord record;

@@ -541,6 +541,10 @@ void runtime_init() {
   uint64_t start_mono = now_mono();
   ProfilerHooks hooks;
   hooks.for_each_thread = for_each_thread;
+  hooks.for_each_live_thread = [](const std::function<void(ThreadState*)>& fn) {
+    Locked g(g_registry_lock);
+    for (ThreadState* t : *g_threads) fn(t);
+  };
   hooks.poll_objects = poll_objects;
   hooks.live_tids = [] {
     std::vector<pid_t> tids;

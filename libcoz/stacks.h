@@ -36,8 +36,15 @@ class StackTable {
     std::vector<StackRecord> stacks;
     std::vector<StackCount> counts;
   };
+  // `keep_up` is called after each new location is symbolized (reading an
+  // object's debug information can take a few hundred milliseconds, while
+  // the threads' rings fill): it takes their samples meanwhile.
+  template <typename ThreadOf, typename KeepUp>
+  Flush flush(Symbolizer* symbolizer, ThreadOf thread_of, KeepUp keep_up);
   template <typename ThreadOf>
-  Flush flush(Symbolizer* symbolizer, ThreadOf thread_of);
+  Flush flush(Symbolizer* symbolizer, ThreadOf thread_of) {
+    return flush(symbolizer, thread_of, [] {});
+  }
 
   size_t distinct_stacks() const { return stacks_.size(); }
 
@@ -63,8 +70,8 @@ class StackTable {
   std::vector<Entry*> touched_;        // entries with counts since the last flush
 };
 
-template <typename ThreadOf>
-StackTable::Flush StackTable::flush(Symbolizer* symbolizer, ThreadOf thread_of) {
+template <typename ThreadOf, typename KeepUp>
+StackTable::Flush StackTable::flush(Symbolizer* symbolizer, ThreadOf thread_of, KeepUp keep_up) {
   Flush f;
   for (const Key* k : unwritten_) {
     Entry& e = stacks_.find(*k)->second;
@@ -87,6 +94,7 @@ StackTable::Flush StackTable::flush(Symbolizer* symbolizer, ThreadOf thread_of) 
         l.build_id = sym.build_id;
         for (SourceFrame& fr : sym.frames) l.lines.push_back({fr.function, fr.file, fr.line});
         f.locations.push_back(std::move(l));
+        keep_up();
       }
       s.locations.push_back(it->second);
     }
