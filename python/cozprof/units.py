@@ -52,34 +52,89 @@ def split_function_name(name):
 
 
 class _RunIndex:
-    """What one run's stacks say about its lines, functions and call sites."""
+    """What one run's stacks say about its lines, functions and call sites.
+
+    Each part is computed on first use, from the location ids of the stacks
+    (a profile of 100,000 stacks has a few thousand locations): asking which
+    function a line lies in costs one pass over the stacks' ids."""
 
     def __init__(self, run):
         self.run = run
-        # "path:line" -> {(function, file): weight}: the functions a line lies in
-        self.line_functions = {}
-        # call site "path:line" -> {(function, file): weight}: the functions it calls
-        self.callees = {}
-        # [(kind, frozenset of "path:line" of its frames, samples)] of blocked stacks
-        self.blocked_stacks = []
-        stacks = RunStacks(run)
-        weight = {sid: n for sid, (n, _ns) in run.stack_counts.items()}
-        for sid, st in run.stacks.items():
-            n = weight.get(sid, 0)
-            w = n if n > 0 else 0
-            frames = stacks.frames(st)
-            keys = []
-            inner = None
-            for fr in frames:
-                if fr.file is not None and fr.line > 0:
-                    key = f"{fr.file}:{fr.line}"
-                    keys.append(key)
-                    _add(self.line_functions.setdefault(key, {}), (fr.name, fr.file), w)
-                    if inner is not None:
-                        _add(self.callees.setdefault(key, {}), (inner.name, inner.file), w)
-                inner = fr
-            if st.kind != CPU and n > 0:
-                self.blocked_stacks.append((st.kind, frozenset(keys), n))
+        self._line_functions = None
+        self._callees = None
+        self._blocked_stacks = None
+        self._frames = RunStacks(run)
+
+    def _weights(self):
+        """Samples per stack id (0 for stacks without counts)."""
+        return {sid: n for sid, (n, _ns) in self.run.stack_counts.items()}
+
+    def _location_lines(self, lid):
+        """("path:line" or None, (function, file)) of each frame of a location, innermost first."""
+        out = []
+        for fr in self._frames.location_frames(lid):
+            key = f"{fr.file}:{fr.line}" if fr.file is not None and fr.line > 0 else None
+            out.append((key, (fr.name, fr.file)))
+        return out
+
+    @property
+    def line_functions(self):
+        """"path:line" -> {(function, file): samples}: the functions a line lies in."""
+        if self._line_functions is None:
+            weights = self._weights()
+            per_location = {}
+            for sid, st in self.run.stacks.items():
+                n = weights.get(sid, 0)
+                for lid in st.locations:
+                    per_location[lid] = per_location.get(lid, 0) + n
+            out = {}
+            for lid, n in per_location.items():
+                for key, fn in self._location_lines(lid):
+                    if key is not None:
+                        _add(out.setdefault(key, {}), fn, n)
+            self._line_functions = out
+        return self._line_functions
+
+    @property
+    def callees(self):
+        """call site "path:line" -> {(function, file): samples}: the function of
+        the frame just inside the call site's frame, in every stack."""
+        if self._callees is None:
+            weights = self._weights()
+            pairs = {}
+            for sid, st in self.run.stacks.items():
+                n = weights.get(sid, 0)
+                ids = st.locations
+                for k in range(len(ids)):
+                    key = (ids[k - 1] if k else None, ids[k])
+                    pairs[key] = pairs.get(key, 0) + n
+            out = {}
+            for (inner_lid, lid), n in pairs.items():
+                frames = self._location_lines(lid)
+                inner = self._location_lines(inner_lid)[-1][1] if inner_lid is not None else None
+                for i, (key, fn) in enumerate(frames):
+                    callee = frames[i - 1][1] if i else inner
+                    if key is not None and callee is not None and (i or inner_lid is not None):
+                        _add(out.setdefault(key, {}), callee, n)
+            self._callees = out
+        return self._callees
+
+    @property
+    def blocked_stacks(self):
+        """[(kind, frozenset of the "path:line" of its frames, samples)] of the
+        blocked stacks with samples."""
+        if self._blocked_stacks is None:
+            weights = self._weights()
+            out = []
+            for sid, st in self.run.stacks.items():
+                n = weights.get(sid, 0)
+                if st.kind == CPU or n <= 0:
+                    continue
+                keys = frozenset(key for lid in st.locations for key, _ in self._location_lines(lid)
+                                 if key is not None)
+                out.append((st.kind, keys, n))
+            self._blocked_stacks = out
+        return self._blocked_stacks
 
     def function_of(self, line):
         """(function, file) the line lies in, or None: the most sampled one."""
