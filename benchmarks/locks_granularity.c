@@ -6,9 +6,10 @@
  * the key's entry and updates it (line TABLE: `inside` steps of work on the
  * entry), unlocks, then works `outside` steps on its own (line OUTSIDE).
  *
- * The bug is the default, stripes=1: one lock over the whole table, held
- * half of the time by each of the 4 threads (the default), so that they wait
- * for it whether they run side by side or take turns on a busy machine's CPUs
+ * The bug is the default, stripes=1: one lock over the whole table, around
+ * three quarters of each operation's work, so that the lock, not the CPUs,
+ * bounds the program from two CPUs on; its 4 threads (the default) wait for
+ * it whether they run side by side or take turns on a busy machine's CPUs
  * (coz locks: improper-granularity, Q2). The fix is stripes=64: the same
  * critical sections under 64 locks, which threads rarely share.
  * benchmarks/locks.py measures the gain on the machine at hand.
@@ -61,8 +62,8 @@ int main(int argc, char **argv) {
   long threads = bench_arg(argc, argv, "threads", 4);
   ops = bench_arg(argc, argv, "ops", quick ? 5000 : 50000);
   nstripes = bench_arg(argc, argv, "stripes", 1);
-  inside = bench_arg(argc, argv, "inside", 2000);
-  outside = bench_arg(argc, argv, "outside", 2000);
+  inside = bench_arg(argc, argv, "inside", 3000);
+  outside = bench_arg(argc, argv, "outside", 1000);
   if (threads < 1 || threads > MAX_THREADS || nstripes < 1 || nstripes > MAX_STRIPES) {
     fprintf(stderr, "locks_granularity: threads must be 1..%d and stripes 1..%d\n", MAX_THREADS,
             MAX_STRIPES);
