@@ -136,6 +136,8 @@ const std::vector<Option>& options() {
        }},
       {"COZ_LOCKS_ONLY", "0 or 1",
        [](const char* v, Config* c) { return parse_bool(v, &c->locks_only); }},
+      {"COZ_LOCK_COUNTERS", "0 or 1",
+       [](const char* v, Config* c) { return parse_bool(v, &c->lock_counters); }},
       {"COZ_SAMPLING_ONLY", "0 or 1",
        [](const char* v, Config* c) { return parse_bool(v, &c->sampling_only); }},
       {"COZ_WARN_STDERR", "0 or 1",

@@ -29,6 +29,7 @@ struct Config {
   bool warn_stderr = true;                        // COZ_WARN_STDERR; 0: warnings go to the profile only
   bool sampling_only = false;                     // COZ_SAMPLING_ONLY: the conventional profile, no experiments
   bool locks_only = false;                        // COZ_LOCKS_ONLY: synchronization counters and threads only
+  bool lock_counters = true;                      // COZ_LOCK_COUNTERS; 0: no synchronization counters (to measure their cost)
   std::string blocked_scope = "ils";              // COZ_BLOCKED_SCOPE: waits experiments speed up: i io, l lock, s sleep, y sync
   long launcher_pid = 0;                          // COZ_LAUNCHER_PID; 0 = profile whoever loads us
 };

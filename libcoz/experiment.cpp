@@ -76,6 +76,8 @@ Profiler::Profiler(const Config& config, LineMap* lines, ProfileWriter* writer, 
       targets_(lines, config.units),
       length_ns_(config.experiment_length_ns) {
   locks_.calibrate();  // the time-stamp counter's rate is measured from here on
+  // Before the program's calls are hooked: they keep the counters or not.
+  g_lock_counters.store(config.lock_counters, std::memory_order_relaxed);
 }
 
 void Profiler::set_fixed(const Line* line, std::vector<AddrRange> ranges) {

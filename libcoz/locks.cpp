@@ -27,6 +27,8 @@ const char* lock_kind_name(LockKind k) {
   return "mutex";
 }
 
+std::atomic<bool> g_lock_counters{true};
+
 namespace {
 
 constexpr uint32_t kProbes = 16;

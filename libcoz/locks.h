@@ -60,6 +60,13 @@ struct LockTable {
   std::atomic<uint32_t> used{0};
 };
 
+// Whether the interposed calls keep these counters (COZ_LOCK_COUNTERS, set
+// by the profiler before the program's threads are hooked). Off only to
+// measure the counters' cost beside a run without them
+// (benchmarks/overhead.py): the waits are still measured and delayed.
+extern std::atomic<bool> g_lock_counters;
+inline bool lock_counters_on() { return g_lock_counters.load(std::memory_order_relaxed); }
+
 // The hooks of the interposed calls (locks.cpp). `caller` is the interposed
 // function's return address. `waited_ns` is the time a contended call
 // waited (0 when it did not wait).

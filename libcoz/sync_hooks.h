@@ -5,7 +5,8 @@
 // Acquiring a lock tries it first (SyncPerf's way to know contention): an
 // uncontended acquisition costs the try and a time-stamp counter read, and
 // no wait is recorded; only when the lock is taken does the thread wait, as
-// a blocking call (credited when the releaser paid first).
+// a blocking call (credited when the releaser paid first). With the counters
+// off (COZ_LOCK_COUNTERS=0) the same calls are made, the counting skipped.
 #pragma once
 
 #include <errno.h>
@@ -25,14 +26,15 @@ inline int acquire(LockKind kind, const void* object, void* caller, KindOf wait_
   if (!t) return wait();
   int rc = try_once();
   if (got(rc)) {
-    lock_acquired(t, kind, object, reinterpret_cast<uintptr_t>(caller), false, 0);
+    if (lock_counters_on()) lock_acquired(t, kind, object, reinterpret_cast<uintptr_t>(caller), false, 0);
     return rc;
   }
   if (!taken(rc)) return rc;  // an error the waiting call would give too
   hook_pre_block();
   rc = wait();
   hook_post_block(wait_kind(rc), got(rc), caller);
-  if (got(rc)) lock_acquired(t, kind, object, reinterpret_cast<uintptr_t>(caller), true, t->last_wait_ns);
+  if (got(rc) && lock_counters_on())
+    lock_acquired(t, kind, object, reinterpret_cast<uintptr_t>(caller), true, t->last_wait_ns);
   return rc;
 }
 
@@ -40,19 +42,22 @@ inline int acquire(LockKind kind, const void* object, void* caller, KindOf wait_
 template <typename Try, typename Got>
 inline int try_acquire(LockKind kind, const void* object, void* caller, Try try_once, Got got) {
   int rc = try_once();
+  if (!lock_counters_on()) return rc;
   if (ThreadState* t = hooked_thread()) lock_tried(t, kind, object, reinterpret_cast<uintptr_t>(caller), !got(rc));
   return rc;
 }
 
 // A release: the hold time ends, and waiters may be released (wake).
 inline void release(const void* object) {
-  if (ThreadState* t = hooked_thread()) lock_released(t, object);
+  if (lock_counters_on())
+    if (ThreadState* t = hooked_thread()) lock_released(t, object);
   hook_wake();
 }
 
 // A wait for someone else's work (condition variable, barrier, futex):
 // counted as an acquisition of the object, with the time waited.
 inline void waited_for(LockKind kind, const void* object, void* caller) {
+  if (!lock_counters_on()) return;
   if (ThreadState* t = hooked_thread())
     lock_acquired(t, kind, object, reinterpret_cast<uintptr_t>(caller), t->last_wait_ns > 0, t->last_wait_ns);
 }
@@ -60,10 +65,12 @@ inline void waited_for(LockKind kind, const void* object, void* caller) {
 // A condition wait's mutex is held again when it returns (glibc re-takes it
 // inside): a new hold, and an acquisition.
 inline void reacquired(const void* mutex, void* caller, LockKind kind = LockKind::kMutex) {
+  if (!lock_counters_on()) return;
   if (ThreadState* t = hooked_thread()) lock_acquired(t, kind, mutex, reinterpret_cast<uintptr_t>(caller), false, 0);
 }
 
 inline void initialized(const void* object, void* caller) {
+  if (!lock_counters_on()) return;
   if (hooked_thread() || !tls_in_runtime) lock_initialized(object, reinterpret_cast<uintptr_t>(caller));
 }
 

@@ -59,6 +59,9 @@ def add_arguments(p):
     p.add_argument("--locks-only", action="store_true",
                    help="collect the synchronization counters (coz locks) and per-thread time only: "
                         "no sampling, no experiments; for production runs")
+    p.add_argument("--no-lock-counters", dest="lock_counters", action="store_false",
+                   help="keep no synchronization counters (coz locks has nothing to report): "
+                        "to measure what they cost beside a run that keeps them")
     p.add_argument("--sampling-only", action="store_true",
                    help="record the conventional profile only (stacks, threads, counters): no "
                         "experiments, no delays, no signal per sample; for long or production runs")
@@ -218,6 +221,8 @@ def build_env(args, library, base_env=None, launcher_pid=None):
         env["COZ_SAMPLING_ONLY"] = "1"
     if args.locks_only:
         env["COZ_LOCKS_ONLY"] = "1"
+    if not args.lock_counters:
+        env["COZ_LOCK_COUNTERS"] = "0"
     env["COZ_BLOCKED_SCOPE"] = args.blocked_scope
     env["COZ_SAMPLE_PERIOD"] = str(args.sample_period_ns)
     env["COZ_EXPERIMENT_LENGTH"] = str(args.experiment_length_ns)

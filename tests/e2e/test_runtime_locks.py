@@ -102,3 +102,12 @@ def test_counters_ride_along_a_causal_run(tmp_path):
     assert run.mode == "causal" and run.shutdown["samples"] > 0
     (lock,) = [l for l in run.locks["locks"] if l["site"] == marker("LOCK_GLOBAL")]
     assert lock["acquisitions"] == 10000
+
+
+def test_no_lock_counters_keeps_none_and_still_records_the_threads(tmp_path):
+    # The switch overhead.py measures the counters' cost with: the same calls,
+    # the counting skipped.
+    run, _ = run_locks(tmp_path, "contended", "2", "5000", options=("--locks-only", "--no-lock-counters"))
+    assert run.mode == "locks-only"
+    assert not (run.locks or {}).get("locks") and not (run.locks or {}).get("folded")
+    assert [t for t in run.threads if t["group"] == "worker"]

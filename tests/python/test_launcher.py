@@ -413,6 +413,14 @@ def test_sampling_only_is_passed_to_the_runtime_and_refuses_experiment_options()
         parse("--locks-only", "--sampling-only", "---", "prog")
 
 
+def test_no_lock_counters_is_passed_to_the_runtime_only_when_given():
+    env = launcher.build_env(parse("--locks-only", "--no-lock-counters", "---", "prog"), "/l.so",
+                             base_env={}, launcher_pid=1)
+    assert env["COZ_LOCK_COUNTERS"] == "0" and env["COZ_LOCKS_ONLY"] == "1"
+    assert "COZ_LOCK_COUNTERS" not in launcher.build_env(parse("---", "prog"), "/l.so", base_env={},
+                                                         launcher_pid=1)
+
+
 def test_blocked_scope_takes_bcoz_letters_once_each():
     env = launcher.build_env(parse("---", "x"), "/l.so", base_env={}, launcher_pid=1)
     assert env["COZ_BLOCKED_SCOPE"] == "ils"

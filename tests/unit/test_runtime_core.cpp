@@ -51,6 +51,7 @@ TEST(Config, DefaultsMatchUpstream) {
   EXPECT_EQ(c.experiment_length_ns, 500000000u);
   EXPECT_EQ(c.fixed_speedup, -1);
   EXPECT_FALSE(c.end_to_end);
+  EXPECT_TRUE(c.lock_counters);
 }
 
 TEST(Config, ReadsEveryVariable) {
@@ -68,6 +69,7 @@ TEST(Config, ReadsEveryVariable) {
                                    {"COZ_EXPERIMENT_LENGTH", "250000000"},
                                    {"COZ_VERBOSE", "1"},
                                    {"COZ_FOLLOW_CHILDREN", "1"},
+                                   {"COZ_LOCK_COUNTERS", "0"},
                                    {"COZ_LAUNCHER_PID", "4321"}}),
                            &c, &err))
       << err;
@@ -84,6 +86,7 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_EQ(c.verbose, 1);
   EXPECT_TRUE(c.follow_children);
   EXPECT_EQ(c.launcher_pid, 4321);
+  EXPECT_FALSE(c.lock_counters);
 }
 
 TEST(Config, UnitsAndFixedUnits) {
@@ -108,7 +111,7 @@ TEST(Config, RejectsBadValuesNamingTheVariable) {
       {{"COZ_SAMPLE_PERIOD", "5"}},   {{"COZ_FORMAT", "xml"}},        {{"COZ_FIXED_LINE", "app.c"}},
       {{"COZ_FIXED_LINE", "app.c:x"}}, {{"COZ_PROGRESS_POINTS", "a.c:1\tnoline"}}, {{"COZ_END_TO_END", "maybe"}},
       {{"COZ_BINARY_SCOPE", ""}},     {{"COZ_UNITS", "line,lines"}},  {{"COZ_UNITS", "line,line"}},
-      {{"COZ_UNITS", ""}},            {{"COZ_FIXED_CALLSITE", "app.c"}},
+      {{"COZ_UNITS", ""}},            {{"COZ_FIXED_CALLSITE", "app.c"}}, {{"COZ_LOCK_COUNTERS", "maybe"}},
   };
   for (const auto& m : bad) {
     Config c;
