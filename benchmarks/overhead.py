@@ -1,23 +1,44 @@
 #!/usr/bin/env python3
-"""Profiling overhead of ours and upstream COZ, and start-up cost on large debug info.
+"""Profiling overhead of ours and upstream COZ, in one invocation: slowdowns,
+the lock counters' cost, the launcher's start and exit, start-up on large
+debug info.
 
 1. Slowdown: each benchmark (default arguments, or --short ones) is run
-   plain, under our `coz run` with sampling only (`--fixed-speedup 0`: lines
-   are still chosen and experiments still run, but no delay is ever
-   inserted), under our full causal profiling, and under upstream COZ
-   (`/usr/bin/coz run` on the NAME_upstream binary, full causal profiling).
-   Prints the median wall time of each and the ratio to plain.
-2. Start-up: a generated C program of about 200,000 lines (many small
+   plain, under our `coz run --sampling-only` (the conventional profile: no
+   experiments, no delays), under our full causal profiling, and under
+   upstream COZ (`/usr/bin/coz run` on the NAME_upstream binary, full causal
+   profiling), interleaved. Prints the median wall time of each mode, its
+   slowdown (ratio to plain) and, for full causal profiling, ours' excess
+   over upstream's: (ours - 1) / (upstream - 1).
+2. Lock counters: each lock-heavy program (benchmarks/locks_*.c) plain,
+   under `coz run --locks-only`, and under `--locks-only --no-lock-counters`
+   (the same run without the synchronization counters). The counters' cost
+   is the locks-only run's median wall time over the one without counters.
+3. Launcher: a tiny generated program whose main() prints the time it was
+   entered and returns, plain, under `coz run --sampling-only`, under full
+   causal profiling and under upstream, --launch-reps times each
+   (interleaved). Time to main (from the spawn) and total wall time;
+   launcher cost = time to main minus plain's, exit cost = (total - time to
+   main) minus plain's, from the medians.
+4. Start-up: a generated C program of about 200,000 lines (many small
    functions, built with -g, and -gdwarf-3 -gstrict-dwarf for upstream)
    whose main() prints the time it was entered and returns. Prints time to
-   main and total wall time plain, under ours and under upstream.
+   main and total wall time plain, under ours (full causal) and under
+   upstream.
+
+Then the issues' targets, each with its figure: sampling-only slowdown at
+most x1.02 on the CPU-bound programs and ours' causal excess at most half of
+upstream's on every program (issue 14), the lock counters at most 3% (issue
+13), the launcher under 25 ms and the exit under 10 ms (issue 14).
 
 The last line is a JSON summary: {"summary": "overhead", ...}. Every run
-that failed (any mode, start-up included) is listed in its "failures"; with
+that failed (any mode of any part) is listed in its "failures"; with
 --short (the smoke test) any failure makes the exit status 1.
 
 Usage: overhead.py [--short] [--only NAME] [--ours-only | --upstream-only]
-                   [--build DIR] [--reps N] [--startup-lines N] [--no-startup]
+                   [--build DIR] [--reps N] [--launch-reps N]
+                   [--startup-lines N] [--no-slowdown] [--no-locks]
+                   [--no-launch] [--no-startup]
 """
 
 import argparse
@@ -33,11 +54,72 @@ from benchlib import BenchError  # noqa: E402
 
 PROGRAMS = ["two_threads", "serial_chain", "prodcons", "pipeline", "spin_barrier",
             "hash_table", "latency", "io_sleep"]
+NOT_CPU_BOUND = {"io_sleep"}  # sleeps most of its time: outside the sampling-only target
+LOCK_PROGRAMS = ["locks_granularity", "locks_oversync", "locks_asymmetric", "locks_primitive",
+                 "locks_rare", "locks_imbalance"]
 LINES_PER_FUNCTION = 12
 FILES = 8
 
+# The issues' targets (13 and 14).
+SAMPLING_SLOWDOWN_MAX = 1.02       # sampling-only, on every CPU-bound program
+CAUSAL_EXCESS_VS_UPSTREAM_MAX = 0.5  # ours' (slowdown - 1) over upstream's, on every program
+LOCK_COUNTERS_COST_MAX = 0.03      # locks-only beside locks-only without counters
+LAUNCHER_MAX_S = 0.025             # time to main added by `coz run --sampling-only`
+EXIT_MAX_S = 0.010                 # time after main added by it
+
+
+def interleaved(program, modes, reps):
+    """Runs every mode `reps` times, interleaved so that load changes hit every
+    mode alike: ({mode: [result, ...]}, notes, failures)."""
+    results = {m: [] for m in modes}
+    notes, failures = [], []
+    for _ in range(reps):
+        for m, fn in modes.items():
+            try:
+                results[m].append(fn())
+            except BenchError as e:
+                first = str(e).splitlines()[0]
+                notes.append(f"{m} failed: {first}")
+                failures.append({"program": program, "mode": m, "error": first})
+    return results, sorted(set(notes)), failures
+
+
+def medians(results, key="wall_s"):
+    return {m: benchlib.median([r[key] for r in rs]) for m, rs in results.items()}
+
+
+def ratios(med):
+    base = med.get("plain")
+    return {m: (v / base if v is not None and base else None) for m, v in med.items()}
+
+
+MAIN = r"""#include <stdio.h>
+#include <time.h>
+/* Generated by benchmarks/overhead.py: prints when main was entered, then returns. */
+int main(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  printf("{\"bench\":\"@NAME@\",\"elapsed_s\":0,\"work\":0,\"checksum\":0,"
+         "\"main_entered_ns\":%lld}\n", (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+  return 0;
+}
+"""
+
+
+def main_source(name):
+    """A C program that prints when its main() was entered, then returns."""
+    return MAIN.replace("@NAME@", name)
+
 
 # ---------------------------------------------------------------- slowdown
+
+def excess_ratio(ours, upstream):
+    """(ours - 1) / (upstream - 1): ours' extra time as a share of upstream's;
+    None when upstream measured no slowdown (the ratio would mean nothing)."""
+    if ours is None or upstream is None or upstream <= 1.0:
+        return None
+    return (ours - 1.0) / (upstream - 1.0)
+
 
 def slowdowns(programs, build_dirs, libcoz, use_ours, use_upstream, reps, short, workdir):
     rows = []
@@ -48,26 +130,100 @@ def slowdowns(programs, build_dirs, libcoz, use_ours, use_upstream, reps, short,
         out = os.path.join(workdir, prog + ".coz")
         if use_ours:
             modes["ours_sampling"] = lambda: benchlib.run_ours([binary, *args], libcoz, out,
-                                                                fixed_speedup=0)
+                                                                extra=["--sampling-only"])
             modes["ours_causal"] = lambda: benchlib.run_ours([binary, *args], libcoz, out)
         if use_upstream:
             up = benchlib.find_program(build_dirs, prog + "_upstream")
             modes["upstream_causal"] = lambda: benchlib.run_upstream([up, *args], out)
-        times = {m: [] for m in modes}
-        notes, failures = [], []
-        for _ in range(reps):
-            for m, fn in modes.items():  # interleaved, so load changes hit every mode alike
-                try:
-                    times[m].append(fn()["wall_s"])
-                except BenchError as e:
-                    notes.append(f"{m} failed: {str(e).splitlines()[0]}")
-                    failures.append({"program": prog, "mode": m, "error": str(e).splitlines()[0]})
-        med = {m: benchlib.median(t) for m, t in times.items()}
-        base = med["plain"]
-        ratio = {m: (v / base if v is not None and base else None) for m, v in med.items()}
-        rows.append({"program": prog, "wall_s": med, "ratio": ratio, "notes": sorted(set(notes)),
+        results, notes, failures = interleaved(prog, modes, reps)
+        med = medians(results)
+        ratio = ratios(med)
+        excess = excess_ratio(ratio.get("ours_causal"), ratio.get("upstream_causal"))
+        if use_ours and use_upstream and excess is None and ratio.get("upstream_causal") is not None:
+            notes.append("upstream measured no slowdown: no excess ratio")
+        rows.append({"program": prog, "cpu_bound": prog not in NOT_CPU_BOUND, "wall_s": med,
+                     "ratio": ratio, "causal_excess_vs_upstream": excess, "notes": notes,
                      "failures": failures})
     return rows
+
+
+# ---------------------------------------------------------------- lock counters
+
+def lock_counters(programs, build_dirs, libcoz, reps, short, workdir):
+    rows = []
+    for prog in programs:
+        binary = benchlib.find_program(build_dirs, prog)
+        cmd = [binary, *(["--short"] if short else [])]
+        out = os.path.join(workdir, prog + ".coz")
+        modes = {"plain": lambda: benchlib.run_plain(cmd),
+                 "ours_locks": lambda: benchlib.run_ours(cmd, libcoz, out, extra=["--locks-only"]),
+                 "ours_locks_no_counters": lambda: benchlib.run_ours(
+                     cmd, libcoz, out, extra=["--locks-only", "--no-lock-counters"])}
+        results, notes, failures = interleaved(prog, modes, reps)
+        med = medians(results)
+        with_c, without = med.get("ours_locks"), med.get("ours_locks_no_counters")
+        cost = with_c / without - 1.0 if with_c is not None and without else None
+        rows.append({"program": prog, "wall_s": med, "ratio": ratios(med), "counters_cost": cost,
+                     "notes": notes, "failures": failures})
+    return rows
+
+
+# ---------------------------------------------------------------- launcher
+
+
+def build_tiny(cache):
+    """The tiny program, -O2 -g, and its upstream flavour; {flavour: path}."""
+    d = os.path.join(cache, "tiny")
+    os.makedirs(d, exist_ok=True)
+    src = os.path.join(d, "tiny.c")
+    text = main_source("tiny")
+    if not os.path.exists(src) or open(src).read() != text:
+        with open(src + ".tmp", "w") as out:
+            out.write(text)
+        os.rename(src + ".tmp", src)
+    bins = {}
+    for flavour, flags in (("normal", ["-g"]), ("upstream", ["-gdwarf-3", "-gstrict-dwarf"])):
+        exe = os.path.join(d, "tiny" + ("" if flavour == "normal" else "_upstream"))
+        bins[flavour] = exe
+        if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
+            subprocess.run(["cc", "-O2", *flags, src, "-o", exe + ".tmp"], check=True)
+            os.rename(exe + ".tmp", exe)
+    return bins
+
+
+def timed_to_main(fn):
+    """Runs `fn` (a run of a program printing main_entered_ns); adds the time from
+    the spawn to main and the time after it."""
+    spawned = time.time_ns()
+    res = fn()
+    res["to_main_s"] = (res["main_entered_ns"] - spawned) / 1e9
+    res["after_main_s"] = res["wall_s"] - res["to_main_s"]
+    return res
+
+
+def launch_cost(libcoz, use_ours, use_upstream, reps, cache, workdir):
+    bins = build_tiny(cache)
+    out = os.path.join(workdir, "tiny.coz")
+    modes = {"plain": lambda: timed_to_main(lambda: benchlib.run_plain([bins["normal"]]))}
+    if use_ours:
+        modes["ours_sampling"] = lambda: timed_to_main(
+            lambda: benchlib.run_ours([bins["normal"]], libcoz, out, extra=["--sampling-only"]))
+        modes["ours_causal"] = lambda: timed_to_main(
+            lambda: benchlib.run_ours([bins["normal"]], libcoz, out))
+    if use_upstream:
+        modes["upstream_causal"] = lambda: timed_to_main(
+            lambda: benchlib.run_upstream([bins["upstream"]], out))
+    results, notes, failures = interleaved("tiny", modes, reps)
+    to_main, total, after = medians(results, "to_main_s"), medians(results), medians(results, "after_main_s")
+
+    def added(med):
+        base = med.get("plain")
+        return {m: (v - base if v is not None and base is not None else None)
+                for m, v in med.items() if m != "plain"}
+
+    return {"reps": reps, "time_to_main_s": to_main, "total_s": total, "after_main_s": after,
+            "launcher_s": added(to_main), "exit_s": added(after), "notes": notes,
+            "failures": failures}
 
 
 # ---------------------------------------------------------------- start-up
@@ -84,18 +240,6 @@ int gen_fn_{i}(int x) {{
   return acc + (int)v.c;
 }}
 
-"""
-
-MAIN = r"""#include <stdio.h>
-#include <time.h>
-/* Generated by benchmarks/overhead.py: prints when main was entered, then returns. */
-int main(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  printf("{\"bench\":\"bigdebug\",\"elapsed_s\":0,\"work\":0,\"checksum\":0,"
-         "\"main_entered_ns\":%lld}\n", (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
-  return 0;
-}
 """
 
 
@@ -116,7 +260,7 @@ def build_bigdebug(cache, lines):
             os.rename(path + ".tmp", path)
     main_c = os.path.join(d, "main.c")
     with open(main_c, "w") as out:
-        out.write(MAIN)
+        out.write(main_source("bigdebug"))
     bins = {}
     for flavour, flags in (("normal", ["-g"]), ("upstream", ["-gdwarf-3", "-gstrict-dwarf"])):
         exe = os.path.join(d, "bigdebug" + ("" if flavour == "normal" else "_upstream"))
@@ -150,24 +294,12 @@ def startup(build_dirs, libcoz, use_ours, use_upstream, reps, lines, cache, work
         modes["ours"] = lambda: benchlib.run_ours([bins["normal"]], libcoz, out)
     if use_upstream:
         modes["upstream"] = lambda: benchlib.run_upstream([bins["upstream"]], out)
-    to_main = {m: [] for m in modes}
-    total = {m: [] for m in modes}
-    notes, failures = [], []
-    for _ in range(reps):
-        for m, fn in modes.items():
-            try:
-                spawned = time.time_ns()
-                res = fn()
-                to_main[m].append((res["main_entered_ns"] - spawned) / 1e9)
-                total[m].append(res["wall_s"])
-            except BenchError as e:
-                notes.append(f"{m} failed: {str(e).splitlines()[0]}")
-                failures.append({"program": "bigdebug", "mode": m, "error": str(e).splitlines()[0]})
+    results, notes, failures = interleaved(
+        "bigdebug", {m: (lambda fn=fn: timed_to_main(fn)) for m, fn in modes.items()}, reps)
     return {"source_lines": total_lines, "debug_info_bytes": debug_size(bins["normal"]),
             "build_s": round(build_s, 1),
-            "time_to_main_s": {m: benchlib.median(v) for m, v in to_main.items()},
-            "total_s": {m: benchlib.median(v) for m, v in total.items()},
-            "notes": sorted(set(notes)), "failures": failures}
+            "time_to_main_s": medians(results, "to_main_s"), "total_s": medians(results),
+            "notes": notes, "failures": failures}
 
 
 def debug_size(exe):
@@ -188,29 +320,137 @@ def fmt(v, spec):
     return "n/a" if v is None else format(v, spec)
 
 
+def geomean(rows, mode):
+    vals = [r["ratio"].get(mode) for r in rows if r["ratio"].get(mode)]
+    if not vals:
+        return None
+    prod = 1.0
+    for v in vals:
+        prod *= v
+    return prod ** (1 / len(vals))
+
+
+def worst(rows, value, target, keep=lambda r: True):
+    """The largest figure of `rows` against its target: {"target", "worst",
+    "program", "met"}; "met" is None when no row has the figure."""
+    found = [(value(r), r["program"]) for r in rows if keep(r) and value(r) is not None]
+    if not found:
+        return {"target": target, "worst": None, "program": None, "met": None}
+    v, prog = max(found)
+    return {"target": target, "worst": v, "program": prog, "met": v <= target}
+
+
+def targets(rows, lock_rows, launch):
+    t = {"sampling_slowdown": worst(rows, lambda r: r["ratio"].get("ours_sampling"),
+                                    SAMPLING_SLOWDOWN_MAX, lambda r: r["cpu_bound"]),
+         "causal_excess_vs_upstream": worst(rows, lambda r: r["causal_excess_vs_upstream"],
+                                            CAUSAL_EXCESS_VS_UPSTREAM_MAX),
+         "lock_counters_cost": worst(lock_rows, lambda r: r["counters_cost"], LOCK_COUNTERS_COST_MAX)}
+    for key, target in (("launcher_s", LAUNCHER_MAX_S), ("exit_s", EXIT_MAX_S)):
+        v = (launch or {}).get(key, {}).get("ours_sampling")
+        t[key] = {"target": target, "worst": v, "program": "tiny" if v is not None else None,
+                  "met": None if v is None else v <= target}
+    return t
+
+
+TARGET_TEXT = {
+    "sampling_slowdown": ("sampling-only slowdown on CPU-bound programs", "x{:.3f}", "x{:.2f}"),
+    "causal_excess_vs_upstream": ("full causal excess over upstream's", "{:.2f}", "{:.2f}"),
+    "lock_counters_cost": ("lock counters' cost beside the run without them", "{:.1%}", "{:.0%}"),
+    "launcher_s": ("time to main added by coz run --sampling-only", "{:.1f} ms", "{:.0f} ms"),
+    "exit_s": ("time after main added by coz run --sampling-only", "{:.1f} ms", "{:.0f} ms"),
+}
+
+
+def print_targets(t):
+    for key, (what, vfmt, tfmt) in TARGET_TEXT.items():
+        x = t[key]
+        scale = 1000 if key.endswith("_s") else 1
+        target = tfmt.format(x["target"] * scale)
+        if x["worst"] is None:
+            print(f"# target {what} <= {target}: not measured")
+            continue
+        where = f" ({x['program']})" if x["program"] else ""
+        print(f"# target {what} <= {target}: worst {vfmt.format(x['worst'] * scale)}{where}: "
+              f"{'met' if x['met'] else 'missed'}")
+
+
+def print_slowdowns(rows):
+    modes = ["plain", "ours_sampling", "ours_causal", "upstream_causal"]
+    print(f"{'program':<14} " + " ".join(f"{m:>16}" for m in modes) + f" {'excess/up':>9}")
+    for r in rows:
+        cells = []
+        for m in modes:
+            w, q = r["wall_s"].get(m), r["ratio"].get(m)
+            cells.append(f"{fmt(w, '.2f')}s x{fmt(q, '.3f')}" if w is not None else "n/a")
+        print(f"{r['program']:<14} " + " ".join(f"{c:>16}" for c in cells)
+              + f" {fmt(r['causal_excess_vs_upstream'], '.2f'):>9}"
+              + ("  " + "; ".join(r["notes"]) if r["notes"] else ""))
+    print("# geomean slowdown: " + ", ".join(f"{m} x{fmt(geomean(rows, m), '.3f')}" for m in modes[1:]))
+
+
+def print_locks(rows):
+    modes = ["plain", "ours_locks", "ours_locks_no_counters"]
+    print(f"{'lock program':<18} " + " ".join(f"{m:>22}" for m in modes) + f" {'counters':>9}")
+    for r in rows:
+        cells = []
+        for m in modes:
+            w, q = r["wall_s"].get(m), r["ratio"].get(m)
+            cells.append(f"{fmt(w, '.2f')}s x{fmt(q, '.3f')}" if w is not None else "n/a")
+        cost = "n/a" if r["counters_cost"] is None else f"{r['counters_cost']:+.1%}"
+        print(f"{r['program']:<18} " + " ".join(f"{c:>22}" for c in cells) + f" {cost:>9}"
+              + ("  " + "; ".join(r["notes"]) if r["notes"] else ""))
+
+
+def print_launch(launch):
+    print(f"# launcher: tiny program, median of {launch['reps']} run(s); added = minus plain's")
+    for m in launch["total_s"]:
+        line = (f"launch {m:<16} time to main {fmt(launch['time_to_main_s'][m], '.4f')} s, "
+                f"after main {fmt(launch['after_main_s'][m], '.4f')} s, "
+                f"total {fmt(launch['total_s'][m], '.4f')} s")
+        if m != "plain":
+            ms = lambda v: "n/a" if v is None else f"{v * 1000:+.1f} ms"  # noqa: E731
+            line += f"; launcher {ms(launch['launcher_s'][m])}, exit {ms(launch['exit_s'][m])}"
+        print(line)
+    for n in launch["notes"]:
+        print("# " + n)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--short", action="store_true",
-                    help="smoke mode: --short programs, one run each, a 20,000-line start-up "
-                         "program; a failed run in any mode is an error")
-    ap.add_argument("--only", action="append", metavar="NAME", help="only these programs")
+                    help="smoke mode: --short programs, one run each (3 for the launcher), a "
+                         "20,000-line start-up program; a failed run in any mode is an error")
+    ap.add_argument("--only", action="append", metavar="NAME",
+                    help="only these programs (slowdown and lock programs alike; repeatable)")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--ours-only", action="store_true")
     g.add_argument("--upstream-only", action="store_true")
     ap.add_argument("--build", action="append", metavar="DIR",
                     help="build directory with libcoz/libcoz.so and the benchmarks (repeatable)")
     ap.add_argument("--reps", type=int, default=None, help="runs per mode (default 3; 1 with --short)")
+    ap.add_argument("--launch-reps", type=int, default=None,
+                    help="runs per mode of the tiny program (default 15; 3 with --short)")
     ap.add_argument("--startup-lines", type=int, default=None,
                     help="size of the generated start-up program (default 200000; 20000 with --short)")
+    ap.add_argument("--no-slowdown", action="store_true", help="skip the slowdown programs")
+    ap.add_argument("--no-locks", action="store_true", help="skip the lock counters' cost")
+    ap.add_argument("--no-launch", action="store_true", help="skip the launcher's start and exit cost")
     ap.add_argument("--no-startup", action="store_true", help="skip the start-up measurement")
     ap.add_argument("--cache", default=None,
-                    help="where the generated program is kept (default <first build dir>/bigdebug)")
+                    help="where the generated programs are kept (default <first build dir>/bigdebug)")
     args = ap.parse_args(argv)
 
     build_dirs = args.build or benchlib.default_build_dirs()
     reps = args.reps or (1 if args.short else 3)
+    launch_reps = args.launch_reps or (3 if args.short else 15)
     lines = args.startup_lines or (20000 if args.short else 200000)
-    programs = [p for p in PROGRAMS if not args.only or p in args.only]
+    programs = [p for p in PROGRAMS if not args.only or p in args.only] if not args.no_slowdown else []
+    lock_programs = [p for p in LOCK_PROGRAMS if not args.only or p in args.only] \
+        if not args.no_locks else []
+    unknown = sorted(set(args.only or []) - set(PROGRAMS) - set(LOCK_PROGRAMS))
+    if unknown:
+        ap.error(f"unknown program(s) {', '.join(unknown)}; known: {', '.join(PROGRAMS + LOCK_PROGRAMS)}")
     use_ours, use_upstream = not args.upstream_only, not args.ours_only
     libcoz, use_ours, use_upstream, skipped = benchlib.profilers(build_dirs, use_ours, use_upstream, "overhead")
     cache = args.cache or os.path.join(
@@ -219,24 +459,31 @@ def main(argv=None):
 
     workdir = benchlib.tempdir("coz-overhead-")
     errors = []
-    rows, start = [], None
+    rows, lock_rows, launch, start = [], [], None, None
+    load_start = benchlib.load_average()
+    t_begin = time.monotonic()
     print(f"# machine: {benchlib.machine_description()}; load average at start "
-          f"{benchlib.load_average()}; median of {reps} run(s)")
+          f"{load_start}; median of {reps} run(s)")
     try:
-        try:
-            rows = slowdowns(programs, build_dirs, libcoz, use_ours, use_upstream, reps,
-                             args.short, workdir)
-        except BenchError as e:
-            errors.append(str(e))
-        modes = ["plain", "ours_sampling", "ours_causal", "upstream_causal"]
-        print(f"{'program':<14} " + " ".join(f"{m:>16}" for m in modes))
-        for r in rows:
-            cells = []
-            for m in modes:
-                w, q = r["wall_s"].get(m), r["ratio"].get(m)
-                cells.append(f"{fmt(w, '.2f')}s x{fmt(q, '.2f')}" if w is not None else "n/a")
-            print(f"{r['program']:<14} " + " ".join(f"{c:>16}" for c in cells)
-                  + ("  " + "; ".join(r["notes"]) if r["notes"] else ""))
+        if programs:
+            try:
+                rows = slowdowns(programs, build_dirs, libcoz, use_ours, use_upstream, reps,
+                                 args.short, workdir)
+            except BenchError as e:
+                errors.append(str(e))
+            print_slowdowns(rows)
+        if lock_programs and use_ours:
+            try:
+                lock_rows = lock_counters(lock_programs, build_dirs, libcoz, reps, args.short, workdir)
+            except BenchError as e:
+                errors.append(f"lock counters: {e}")
+            print_locks(lock_rows)
+        if not args.no_launch:
+            try:
+                launch = launch_cost(libcoz, use_ours, use_upstream, launch_reps, cache, workdir)
+                print_launch(launch)
+            except (BenchError, subprocess.CalledProcessError) as e:
+                errors.append(f"launcher: {e}")
         if not args.no_startup:
             try:
                 start = startup(build_dirs, libcoz, use_ours, use_upstream, reps, lines, cache,
@@ -253,22 +500,20 @@ def main(argv=None):
     finally:
         benchlib.cleanup(workdir)
 
-    def geomean(mode):
-        vals = [r["ratio"].get(mode) for r in rows if r["ratio"].get(mode)]
-        if not vals:
-            return None
-        prod = 1.0
-        for v in vals:
-            prod *= v
-        return prod ** (1 / len(vals))
-
-    summary = {"summary": "overhead", "short": args.short, "reps": reps,
+    goals = targets(rows, lock_rows, launch)
+    if args.short:
+        print("# --short: a smoke run; its figures are not measurements")
+    print_targets(goals)
+    summary = {"summary": "overhead", "short": args.short, "reps": reps, "launch_reps": launch_reps,
                "machine": benchlib.machine_description(),
-               "load_average_end": benchlib.load_average(),
-               "geomean_ratio": {m: geomean(m) for m in
+               "load_average_start": load_start, "load_average_end": benchlib.load_average(),
+               "duration_s": round(time.monotonic() - t_begin, 1),
+               "geomean_ratio": {m: geomean(rows, m) for m in
                                  ("ours_sampling", "ours_causal", "upstream_causal")},
-               "programs": rows, "startup": start, "skipped": skipped, "errors": errors}
-    summary["failures"] = [f for r in rows for f in r["failures"]] + (start["failures"] if start else [])
+               "targets": goals, "programs": rows, "locks": lock_rows, "launch": launch,
+               "startup": start, "skipped": skipped, "errors": errors}
+    summary["failures"] = [f for r in rows + lock_rows for f in r["failures"]] + \
+        [f for part in (launch, start) if part for f in part["failures"]]
     for e in errors:
         print("# error: " + e.splitlines()[0])
     for f in summary["failures"]:

@@ -1,6 +1,8 @@
 """Smoke test of benchmarks/: every program runs in --short mode and prints its
-result line; accuracy.py and overhead.py run in --short mode, every profiler
-run they make must succeed and every prediction of ours must be there.
+result line; accuracy.py and overhead.py run in --short mode (overhead.py on
+two programs, one lock program, the launcher's tiny program and a small
+start-up program), every profiler run they make must succeed and every
+prediction of ours must be there.
 
 No timing is asserted. The benchmarks are taken from $COZ_BUILD_DIR (or the
 usual build directories) when built there, else built standalone in a
@@ -30,6 +32,7 @@ UPSTREAM = benchlib.upstream_available()
 NO_UPSTREAM = f"upstream COZ ({benchlib.UPSTREAM_COZ}) is not installed"
 ACCURACY_CASES = ["two_threads.A", "latency.PARSE", "spin_barrier.SPIN"]
 OVERHEAD_PROGRAMS = ["serial_chain", "latency"]
+OVERHEAD_LOCK_PROGRAMS = ["locks_oversync"]  # plain, --locks-only, and without the counters
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +119,8 @@ def accuracy_run(build_dir, libcoz):
 @pytest.fixture(scope="module")
 def overhead_run(build_dir, libcoz, tmp_path_factory):
     cmd = [sys.executable, os.path.join(BENCH, "overhead.py"), "--short", "--build", build_dir,
-           *[a for p in OVERHEAD_PROGRAMS for a in ("--only", p)], "--startup-lines", "5000",
+           *[a for p in OVERHEAD_PROGRAMS + OVERHEAD_LOCK_PROGRAMS for a in ("--only", p)],
+           "--startup-lines", "5000",
            "--cache", str(tmp_path_factory.mktemp("overhead-cache")), *_who_args()]
     return _run_script(cmd, "overhead", libcoz)
 
@@ -159,9 +163,13 @@ def test_overhead_short_runs_and_measures(overhead_run):
     status, s, shown = overhead_run
     assert s["errors"] == [], shown
     assert [r["program"] for r in s["programs"]] == OVERHEAD_PROGRAMS, shown
+    assert [r["program"] for r in s["locks"]] == OVERHEAD_LOCK_PROGRAMS, shown
     assert _failures_of(s, "plain") == [], shown
-    for r in s["programs"]:
+    for r in s["programs"] + s["locks"]:
         assert r["wall_s"]["plain"] > 0, r
+    assert s["launch"]["time_to_main_s"]["plain"] >= 0, s["launch"]
+    assert set(s["targets"]) == {"sampling_slowdown", "causal_excess_vs_upstream", "lock_counters_cost",
+                                 "launcher_s", "exit_s"}, s["targets"]
     assert s["startup"]["source_lines"] >= 5000
     assert s["startup"]["time_to_main_s"]["plain"] >= 0
     assert status == (1 if s["failures"] else 0), shown  # --short: a failed run is an error
@@ -174,6 +182,13 @@ def test_overhead_short_ours(overhead_run):
     for r in s["programs"]:
         for mode in ("ours_sampling", "ours_causal"):
             assert r["wall_s"][mode] > 0 and r["ratio"][mode] > 0, (mode, r)
+    for r in s["locks"]:
+        for mode in ("ours_locks", "ours_locks_no_counters"):
+            assert r["wall_s"][mode] > 0 and r["ratio"][mode] > 0, (mode, r)
+        assert r["counters_cost"] is not None, r
+    for mode in ("ours_sampling", "ours_causal"):
+        assert s["launch"]["time_to_main_s"][mode] >= 0, s["launch"]
+        assert s["launch"]["launcher_s"][mode] is not None and s["launch"]["exit_s"][mode] is not None
     assert s["startup"]["time_to_main_s"]["ours"] >= 0, s["startup"]
 
 
@@ -185,4 +200,5 @@ def test_overhead_short_upstream(overhead_run):
     assert _failures_of(s, "upstream") == [], shown
     for r in s["programs"]:
         assert r["wall_s"]["upstream_causal"] > 0, r
+    assert s["launch"]["time_to_main_s"]["upstream_causal"] >= 0, s["launch"]
     assert s["startup"]["time_to_main_s"]["upstream"] >= 0, s["startup"]
