@@ -59,9 +59,21 @@ install_python() {
   fi
 }
 
+# The viewer's packages (uplot, d3, d3-flame-graph, playwright-core): every one
+# that viewer/package.json names must be installed at the version it pins, so
+# that a package added to it later is installed too on the next run.
 install_node() {
-  if [ ! -d "$ROOT/viewer/node_modules/uplot" ] || [ ! -d "$ROOT/viewer/node_modules/playwright-core" ]; then
-    log "installing the viewer's npm packages"
+  local stale
+  stale=$(cd "$ROOT/viewer" && node -e '
+    const fs = require("fs"), p = require("./package.json");
+    const want = Object.assign({}, p.dependencies, p.devDependencies);
+    for (const [name, version] of Object.entries(want)) {
+      let got = null;
+      try { got = JSON.parse(fs.readFileSync("node_modules/" + name + "/package.json", "utf8")).version; } catch (e) {}
+      if (got !== version) console.log(name + " " + (got || "missing") + " (wants " + version + ")");
+    }') || stale="(node failed to read viewer/package.json)"
+  if [ -n "$stale" ]; then
+    log "installing the viewer's npm packages: $(echo "$stale" | paste -sd, -)"
     (cd "$ROOT/viewer" && npm ci --no-audit --no-fund --loglevel=error)
   fi
 }
