@@ -1,7 +1,8 @@
 """`coz plot --html`: the viewer as ONE self-contained HTML file.
 
-The page's CSS and JavaScript (uPlot included) are inlined, the analysis and
-the source snippets it names are embedded as JSON, and a Content-Security-
+The page's CSS and JavaScript (uPlot, d3 and d3-flame-graph included) are
+inlined; the analysis, the source snippets it names, and the locks report and
+flame tree of the same profiles are embedded as JSON; a Content-Security-
 Policy forbids every network request, so the file opens anywhere offline.
 """
 
@@ -35,15 +36,26 @@ def _script_json(obj):
     return server.analysis_json(obj).replace("<", "\\u003c")
 
 
+def snippet_spec(rec):
+    """The 'path:line' whose source the page shows for a unit: the line or call
+    site itself, a function's first line (None when unknown)."""
+    if not isinstance(rec, dict):
+        return None
+    if rec.get("unit") == "function":
+        file, lineno = rec.get("file"), rec.get("lineno")
+        return f"{file}:{lineno}" if isinstance(file, str) and file and isinstance(lineno, int) and lineno > 0 else None
+    return rec.get("line")
+
+
 def snippets(analysis, search_dirs=None):
-    """{line: snippet} for every line of the analysis whose source can be read."""
+    """{'path:line': snippet} for every unit of the analysis whose source can be read."""
     if search_dirs is None:
         profiles = [p for p in analysis.get("profiles") or [] if isinstance(p, str)]
         search_dirs = server.search_dirs_for(profiles)
     sources = server.Sources(analysis, search_dirs)
     out = {}
     for rec in analysis.get("lines") or []:
-        spec = rec.get("line") if isinstance(rec, dict) else None
+        spec = snippet_spec(rec)
         if isinstance(spec, str) and spec not in out:
             snip = sources.snippet(spec)
             if snip is not None:
@@ -51,7 +63,32 @@ def snippets(analysis, search_dirs=None):
     return out
 
 
-def render(analysis, sources=None):
+def profile_views(analysis):
+    """(locks report, flame data) of the profiles the analysis names, each
+    server.unavailable(...) when they cannot be read or hold no such data.
+    Like the analysis, they take the latest build of each file (every run
+    when the analysis counted every run: coz plot --all-runs)."""
+    paths = [p for p in analysis.get("profiles") or [] if isinstance(p, str)]
+    missing = [p for p in paths if not Path(p).is_file()]
+    if not paths or missing:
+        why = server.unavailable(f"the profile {missing[0]} is not here" if missing else
+                                 "the analysis names no profile",
+                                 "write the page where the profiles are: coz plot --html OUT.html PROFILE")
+        return why, why
+    from . import profile as profile_mod
+    try:
+        prof = profile_mod.load(paths)
+    except CozError as e:
+        why = server.unavailable(str(e), e.hint)
+        return why, why
+    selected = prof.latest_builds()
+    runs = (analysis.get("summary") or {}).get("runs")
+    if runs == len(prof.runs) != len(selected.runs):
+        selected = prof  # the analysis was made with --all-runs: the views take its runs
+    return server.profile_views(selected, analysis)
+
+
+def render(analysis, sources=None, locks=None, flame=None):
     """The self-contained page as a string."""
     folder = server.viewer_dir()
     server.check_assets(folder)
@@ -76,7 +113,9 @@ def render(analysis, sources=None):
                        hint="the viewer folder looks modified; reinstall coz")
 
     data = (f'<script id="coz-analysis" type="application/json">{_script_json(analysis)}</script>\n'
-            f'<script id="coz-sources" type="application/json">{_script_json(sources or {})}</script>\n')
+            f'<script id="coz-sources" type="application/json">{_script_json(sources or {})}</script>\n'
+            f'<script id="coz-locks" type="application/json">{_script_json(locks or server.NOT_MADE)}</script>\n'
+            f'<script id="coz-flame" type="application/json">{_script_json(flame or server.NOT_MADE)}</script>\n')
     body_scripts = page.find("<script>")
     page = page[:body_scripts] + data + page[body_scripts:]
     meta = f'<meta http-equiv="Content-Security-Policy" content="{EXPORT_CSP}">'
@@ -84,14 +123,16 @@ def render(analysis, sources=None):
     return page
 
 
-def write(analysis, path, search_dirs=None):
+def write(analysis, path, search_dirs=None, views=None):
     """Write the analysis as one self-contained HTML page to `path`.
 
     Source snippets are embedded for the lines whose files are found (relative
     names are looked up in the current folder, then beside the profiles, or
-    in `search_dirs` when given).
+    in `search_dirs` when given). `views` is (locks report, flame data); by
+    default they are made from the profiles the analysis names.
     """
-    page = render(analysis, snippets(analysis, search_dirs))
+    locks, flame = views if views is not None else profile_views(analysis)
+    page = render(analysis, snippets(analysis, search_dirs), locks, flame)
     path = Path(path)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".coz-html-", dir=path.resolve().parent)

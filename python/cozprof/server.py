@@ -4,9 +4,10 @@ Every URL starts with a random token (`/<token>/...`, printed in the address,
 as Jupyter does), so other users of the machine, who can reach 127.0.0.1 too,
 get nothing. Under it only an explicit set of URLs is answered: the viewer's
 own files (a fixed table, never a path joined from the request), the analysis
-(analysis.json) and snippets of the source files that the analysis names
-(source?line=path:line), when they are regular text files outside /proc, /sys
-and /dev. Everything else is refused with a short 4xx answer, so a request
+(analysis.json), the locks report (locks.json) and the flame-graph tree
+(flame.json) of the same profiles, and snippets of the source files that the
+analysis names (source?line=path:line), when they are regular text files
+outside /proc, /sys and /dev. Everything else is refused with a short 4xx answer, so a request
 cannot reach any other file, whatever it contains ('..', absolute paths,
 escapes), and no request makes the server fail.
 
@@ -30,6 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from .errors import CozError
 
+FLAME_MAX_NODES = 20000         # a larger flame tree loses its smallest frames (summed per kind)
 SNIPPET_CONTEXT_LINES = 3        # default lines served above and below a line
 SNIPPET_CONTEXT_MAX = 20         # a client may ask for at most this many
 SOURCE_MAX_BYTES = 16 * 1024 * 1024  # larger "source files" are not read
@@ -40,15 +42,25 @@ PSEUDO_FS = ("/proc", "/sys", "/dev")  # never served, whatever names them
 # URL under the token -> (path under the viewer folder, content type). The
 # page uses the same relative paths when opened from disk, so both ways find
 # the same files, and its relative requests keep the token.
+_JS = "text/javascript; charset=utf-8"
+_CSS = "text/css; charset=utf-8"
 ASSETS = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/index.html": ("index.html", "text/html; charset=utf-8"),
-    "/css/viewer.css": ("css/viewer.css", "text/css; charset=utf-8"),
-    "/js/viewer.js": ("js/viewer.js", "text/javascript; charset=utf-8"),
-    "/node_modules/uplot/dist/uPlot.iife.min.js":
-        ("node_modules/uplot/dist/uPlot.iife.min.js", "text/javascript; charset=utf-8"),
-    "/node_modules/uplot/dist/uPlot.min.css":
-        ("node_modules/uplot/dist/uPlot.min.css", "text/css; charset=utf-8"),
+    "/css/viewer.css": ("css/viewer.css", _CSS),
+    "/js/common.js": ("js/common.js", _JS),
+    "/js/units.js": ("js/units.js", _JS),
+    "/js/threads.js": ("js/threads.js", _JS),
+    "/js/locks.js": ("js/locks.js", _JS),
+    "/js/flame.js": ("js/flame.js", _JS),
+    "/js/viewer.js": ("js/viewer.js", _JS),
+    "/node_modules/uplot/dist/uPlot.iife.min.js": ("node_modules/uplot/dist/uPlot.iife.min.js", _JS),
+    "/node_modules/uplot/dist/uPlot.min.css": ("node_modules/uplot/dist/uPlot.min.css", _CSS),
+    "/node_modules/d3/dist/d3.min.js": ("node_modules/d3/dist/d3.min.js", _JS),
+    "/node_modules/d3-flame-graph/dist/d3-flamegraph.umd.min.js":
+        ("node_modules/d3-flame-graph/dist/d3-flamegraph.umd.min.js", _JS),
+    "/node_modules/d3-flame-graph/dist/d3-flamegraph.css":
+        ("node_modules/d3-flame-graph/dist/d3-flamegraph.css", _CSS),
 }
 
 _DECIMAL = re.compile(r"[0-9]{1,9}")  # ASCII digits only ('²'.isdigit() is True)
@@ -77,7 +89,8 @@ def check_assets(folder):
     for rel, _ in ASSETS.values():
         if not (folder / rel).is_file():
             if rel.startswith("node_modules/"):
-                raise CozError(f"the viewer's charting library is not installed ({folder / rel} is missing)",
+                what = "flame-graph library" if "d3" in rel else "charting library"
+                raise CozError(f"the viewer's {what} is not installed ({folder / rel} is missing)",
                                hint=SETUP_HINT)
             raise CozError(f"the viewer file {folder / rel} is missing", hint="reinstall coz")
 
@@ -119,6 +132,133 @@ def load_analysis_file(path):
         raise CozError(f"{path}: not an analysis (no \"lines\" list)",
                        hint="make it with 'coz report profile.coz --json analysis.json'")
     return data
+
+
+def unavailable(reason, hint=None):
+    """What locks.json or flame.json answers when there is no such data: the
+    page shows the reason (and the hint) in place of the view."""
+    return {"unavailable": reason, "hint": hint}
+
+
+def load_locks_file(path):
+    """Read a locks report (`coz locks --json` output) for --locks."""
+    hint = "make it with 'coz locks profile.coz --json locks.json'"
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CozError(f"{path}: no such file", hint=hint) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise CozError(f"{path}: cannot read it ({e})", hint=hint) from None
+    except ValueError as e:
+        raise CozError(f"{path}: not valid JSON ({e})", hint=hint) from None
+    if not isinstance(data, dict) or not isinstance(data.get("findings"), list) \
+            or not isinstance(data.get("locks"), list):
+        raise CozError(f"{path}: not a locks report (no \"findings\" and \"locks\" lists)", hint=hint)
+    return data
+
+
+def locks_report(profile, analysis):
+    """`coz locks --json` of the profile (default thresholds), joined to the
+    causal analysis already made; unavailable(...) when it has no counters."""
+    from . import locks
+    if profile.experiments:
+        causal, note = analysis, None
+    else:
+        causal, note = None, "the profile has no experiments: no causal predictions"
+    try:
+        result = locks.analyze_locks(profile, th=locks.thresholds(), causal=causal, causal_note=note)
+    except CozError as e:
+        return unavailable(str(e), e.hint)
+    if getattr(profile, "build_note", None):
+        result["warnings"].insert(0, profile.build_note)
+    return result
+
+
+_WAIT_NODE = re.compile(r"\[wait: ([a-z]+)\]")
+
+
+def _kind_totals(node):
+    """{kind: [samples, time_ns]} of a flame subtree: its wait leaves by their
+    kind, every other frame's own samples as cpu, and what it already pruned."""
+    out = {}
+
+    def add(kind, n, ns):
+        t = out.setdefault(kind, [0, 0])
+        t[0] += n
+        t[1] += ns
+
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        m = _WAIT_NODE.fullmatch(n["name"]) if n.get("file") is None else None
+        if m:
+            add(m.group(1), n["samples"], n["time_ns"])
+            continue
+        add("cpu", n["self_samples"], n["self_time_ns"])
+        for kind, (k_n, k_ns) in (n.get("pruned") or {}).items():
+            add(kind, k_n, k_ns)
+        todo.extend(n["children"])
+    return out
+
+
+def prune_flame(tree, max_nodes=FLAME_MAX_NODES):
+    """Keep the `max_nodes` widest frames of a flame tree (by time_ns). A frame's
+    removed callees are summed per kind into its `pruned` field, so that the
+    page can still tell CPU time from each wait kind. Returns how many frames
+    were removed. A callee is never wider than its caller, so the frames kept
+    form a tree."""
+    widths = []
+    todo = [tree]
+    while todo:
+        n = todo.pop()
+        widths.append(n["time_ns"])
+        todo.extend(n["children"])
+    if len(widths) <= max_nodes:
+        return 0
+    widths.sort(reverse=True)
+    cut = widths[max_nodes]
+    removed = 0
+    todo = [tree]
+    while todo:
+        n = todo.pop()
+        keep, gone = [], []
+        for c in n["children"]:
+            (keep if c["time_ns"] > cut else gone).append(c)
+        if gone:
+            pruned = n.setdefault("pruned", {})
+            for c in gone:
+                for kind, (k_n, k_ns) in _kind_totals(c).items():
+                    t = pruned.setdefault(kind, [0, 0])
+                    t[0] += k_n
+                    t[1] += k_ns
+                sub = [c]
+                while sub:
+                    x = sub.pop()
+                    removed += 1
+                    sub.extend(x["children"])
+            n["children"] = keep
+        todo.extend(keep)
+    return removed
+
+
+def flame_data(profile, max_nodes=FLAME_MAX_NODES):
+    """The flame graph's data for the page: the call tree of every sample kind
+    per thread (conventional.flame_tree), widest frames only; unavailable(...)
+    when the profile has no stacks."""
+    from . import conventional
+    if not conventional.has_stacks(profile):
+        return unavailable("the profile has no stacks, so there is no flame graph",
+                           "stacks are written by this project's runtime (coz run); upstream COZ's "
+                           "profiles and older ones have none")
+    tree = conventional.flame_tree(profile, kinds=frozenset(conventional.KINDS), by_thread=True)
+    removed = prune_flame(tree, max_nodes)
+    return {"schema": 1, "value": "time_ns", "by_thread": True, "kinds": list(conventional.KINDS),
+            "pruned_nodes": removed, "tree": tree}
+
+
+def profile_views(profile, analysis):
+    """(locks report, flame data) of a profile (its runs as analysed)."""
+    return locks_report(profile, analysis), flame_data(profile)
 
 
 def split_line(spec):
@@ -259,13 +399,19 @@ def new_token():
     return secrets.token_urlsafe(TOKEN_BYTES)
 
 
-class App:
-    """What `coz view` serves: the viewer's files, one analysis and its sources,
-    all under /<token>/."""
+NOT_MADE = unavailable("coz view was not given the profiles this needs")
 
-    def __init__(self, analysis, folder, sources, token=None):
+
+class App:
+    """What `coz view` serves: the viewer's files, one analysis, the locks report
+    and flame tree of the same profiles, and its sources, all under /<token>/."""
+
+    def __init__(self, analysis, folder, sources, token=None, locks=None, flame=None):
         self.folder = folder
         self.analysis_body = analysis_json(analysis).encode("utf-8")
+        self.data = {"/analysis.json": self.analysis_body,
+                     "/locks.json": analysis_json(locks or NOT_MADE).encode("utf-8"),
+                     "/flame.json": analysis_json(flame or NOT_MADE).encode("utf-8")}
         self.sources = sources
         self.token = token or new_token()
         self._token_bytes = self.token.encode("ascii")
@@ -299,8 +445,8 @@ class App:
                 return Response(200, ctype, (self.folder / rel).read_bytes())
             except OSError:
                 return Response(404, body="not found\n")
-        if path == "/analysis.json":
-            return Response(200, "application/json; charset=utf-8", self.analysis_body)
+        if path in self.data:
+            return Response(200, "application/json; charset=utf-8", self.data[path])
         if path == "/source":
             try:
                 query = parse_qs(query_text, max_num_fields=MAX_QUERY_FIELDS)
@@ -371,6 +517,9 @@ def add_arguments(parser):
                         help="profile files to analyse (default: profile.coz)")
     parser.add_argument("--analysis", metavar="FILE",
                         help="show an analysis JSON (coz report --json) instead of profiles")
+    parser.add_argument("--locks", metavar="FILE",
+                        help="show this locks report (coz locks --json) in the locks view "
+                             "instead of the profiles' own")
     parser.add_argument("--no-phase-correction", action="store_true",
                         help="do not apply the phase correction (eq. 8 of the COZ paper)")
     parser.add_argument("--port", type=int, default=0,
@@ -379,8 +528,20 @@ def add_arguments(parser):
                         help="print the address but do not open a browser")
 
 
-def _analyse(args):
-    """(analysis, search folders) for the arguments of `coz view`."""
+class ViewData:
+    """Everything one `coz view` serves: the analysis, the locks report and the
+    flame tree (each possibly unavailable(...)), and where sources are looked up."""
+
+    def __init__(self, analysis, locks, flame, search_dirs):
+        self.analysis = analysis
+        self.locks = locks
+        self.flame = flame
+        self.search_dirs = search_dirs
+
+
+def view_data(args):
+    """The ViewData for the arguments of `coz view`."""
+    locks_file = load_locks_file(args.locks) if getattr(args, "locks", None) else None
     if args.analysis:
         if args.profiles:
             raise CozError("give either profiles or --analysis, not both",
@@ -388,7 +549,13 @@ def _analyse(args):
         analysis = load_analysis_file(args.analysis)
         extra = [Path(args.analysis).resolve().parent]
         profiles = [p for p in analysis.get("profiles") or [] if isinstance(p, str)]
-        return analysis, search_dirs_for(profiles, extra)
+        locks = locks_file or unavailable(
+            "coz view --analysis shows no locks report unless --locks names one",
+            "coz view --analysis analysis.json --locks locks.json (made by coz locks PROFILE --json locks.json), "
+            "or coz view PROFILE")
+        flame = unavailable("coz view --analysis has no stacks for a flame graph",
+                            "run coz view PROFILE: the flame graph is made from the profile's stacks")
+        return ViewData(analysis, locks, flame, search_dirs_for(profiles, extra))
     profiles = args.profiles or ["profile.coz"]
     for p in profiles:
         if not Path(p).is_file():
@@ -396,12 +563,17 @@ def _analyse(args):
                     if not args.profiles else "check the file name; coz view takes profile files written by coz run")
             raise CozError(f"{p}: no such profile file", hint=hint)
     try:
-        from .analysis import analyze_files
+        from . import analysis as analysis_mod
     except ImportError as e:
         raise CozError(f"the analysis module is not available ({e})",
                        hint="reinstall cozprof, or run from a complete source tree") from None
-    analysis = analyze_files(profiles, phase_correction=not args.no_phase_correction)
-    return analysis, search_dirs_for(profiles)
+    from . import profile as profile_mod
+    # As analysis.analyze_files does (the latest build of each file), with the
+    # parsed profile kept for the locks report and the flame graph.
+    selected = profile_mod.load(profiles).latest_builds()
+    analysis = analysis_mod.analyze(selected, phase_correction=not args.no_phase_correction)
+    locks, flame = profile_views(selected, analysis)
+    return ViewData(analysis, locks_file or locks, flame, search_dirs_for(profiles))
 
 
 def _has_display():
@@ -414,8 +586,9 @@ def run(args):
                        hint="give 0 to 65535; 0 picks a free port")
     folder = viewer_dir()
     check_assets(folder)
-    analysis, dirs = _analyse(args)
-    app = App(analysis, folder, Sources(analysis, dirs))
+    data = view_data(args)
+    analysis = data.analysis
+    app = App(analysis, folder, Sources(analysis, data.search_dirs), locks=data.locks, flame=data.flame)
     try:
         server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(app))
     except OSError as e:

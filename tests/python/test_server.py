@@ -4,6 +4,8 @@ import http.client
 import json
 import math
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -13,11 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from cozprof import cli, server
+from cozprof import cli, conventional, server
 from cozprof.errors import CozError
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "viewer" / "tests" / "fixtures"
+REAL = FIXTURES / "real"  # profiles written by the runtime (README.md there)
+PROFILES = REPO / "tests" / "fixtures" / "profiles"
 
 
 def analysis_for(files, tmp=None):
@@ -119,42 +123,183 @@ def test_split_line():
         assert server.split_line(bad) is None
 
 
+def _viewer_without(tmp_path, missing):
+    """A viewer folder with every file of server.ASSETS but those under `missing`."""
+    for rel, _ in server.ASSETS.values():
+        if not rel.startswith(missing):
+            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / rel).write_text("")
+    return tmp_path
+
+
 def test_missing_charting_library_is_a_clear_error(tmp_path):
-    (tmp_path / "index.html").write_text("<html></html>")
-    for rel in ["css/viewer.css", "js/viewer.js"]:
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text("")
     with pytest.raises(CozError) as e:
-        server.check_assets(tmp_path)
+        server.check_assets(_viewer_without(tmp_path, "node_modules/uplot/"))
     assert "charting library is not installed" in str(e.value)
     assert "npm ci --prefix viewer" in e.value.hint
 
 
-def test_view_analyses_the_profiles_it_is_given(monkeypatch, tmp_path):
+@pytest.mark.parametrize("package", ["d3", "d3-flame-graph"])
+def test_missing_flame_graph_library_is_a_clear_error(tmp_path, package):
+    with pytest.raises(CozError) as e:
+        server.check_assets(_viewer_without(tmp_path, f"node_modules/{package}/"))
+    assert "flame-graph library is not installed" in str(e.value)
+    assert f"node_modules/{package}/dist" in str(e.value)
+    assert "npm ci --prefix viewer" in e.value.hint
+
+
+def test_every_script_and_stylesheet_of_the_page_is_served():
+    page = (server.viewer_dir() / "index.html").read_text()
+    named = re.findall(r'<script src="([^"]+)">|<link rel="stylesheet" href="([^"]+)">', page)
+    served = {rel for rel, _ in server.ASSETS.values()}
+    for script, style in named:
+        assert (script or style) in served
+
+
+def test_view_analyses_the_profiles_it_is_given(tmp_path):
     prof = tmp_path / "run.coz"
-    prof.write_text("{}\n")
-    calls = []
-
-    def fake(paths, phase_correction=True, progress_point=None):
-        calls.append((list(paths), phase_correction, progress_point))
-        return analysis_for([])
-
-    monkeypatch.setattr("cozprof.analysis.analyze_files", fake)
-    args = cli.parse_args(["view", "--no-phase-correction", "--no-browser", str(prof)])
-    analysis, dirs = server._analyse(args)
-    assert calls == [([str(prof)], False, None)]
-    assert tmp_path.resolve() in dirs
-    args = cli.parse_args(["view", str(prof)])
-    server._analyse(args)
-    assert calls[-1][1] is True
+    shutil.copy(PROFILES / "throughput.coz", prof)
+    data = server.view_data(cli.parse_args(["view", "--no-phase-correction", "--no-browser", str(prof)]))
+    assert data.analysis["phase_correction"] is False
+    assert data.analysis["profiles"] == [str(prof)]
+    assert tmp_path.resolve() in data.search_dirs
+    assert server.view_data(cli.parse_args(["view", str(prof)])).analysis["phase_correction"] is True
+    # A hand-made profile has neither stacks nor lock counters: both views say why.
+    assert "no stacks" in data.flame["unavailable"]
+    assert isinstance(data.locks["unavailable"], str) and data.locks["unavailable"]
 
 
 def test_view_without_a_profile_says_what_to_do(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(CozError) as e:
-        server._analyse(cli.parse_args(["view"]))
+        server.view_data(cli.parse_args(["view"]))
     assert "profile.coz: no such profile file" in str(e.value)
     assert "coz run" in e.value.hint
+
+
+def test_view_of_a_runtime_profile_has_its_locks_report_and_flame_tree():
+    prof = REAL / "locks_granularity.coz"
+    data = server.view_data(cli.parse_args(["view", str(prof)]))
+    # The locks report is `coz locks --json`'s, joined to the same analysis.
+    from cozprof import locks as locks_mod, locks_report
+    want = locks_report.build_report([str(prof)], locks_mod.thresholds())
+    assert data.locks["findings"] == want["findings"]
+    assert data.locks["findings"][0]["category"] == "improper-granularity"
+    assert data.locks["causal"] == want["causal"]
+    # The flame tree: every sample kind, one node per thread under the root.
+    flame = data.flame
+    assert (flame["schema"], flame["value"], flame["by_thread"]) == (1, "time_ns", True)
+    assert flame["kinds"] == list(conventional.KINDS)
+    assert flame["pruned_nodes"] == 0
+    threads = flame["tree"]["children"]
+    assert threads and all(re.fullmatch(r"thread .* \(tid \d+, group .*\)", t["name"]) for t in threads)
+    assert {t["name"].rsplit("group ", 1)[1][:-1] for t in threads} == {"main", "worker"}
+    assert flame["tree"]["time_ns"] == sum(t["time_ns"] for t in threads)
+    # The workers wait for the lock: a [wait: lock] leaf somewhere under them.
+    assert "lock" in server._kind_totals(flame["tree"])
+
+
+def test_view_of_an_analysis_has_no_stacks_and_no_locks_unless_given(tmp_path):
+    analysis = tmp_path / "a.json"
+    analysis.write_text(json.dumps(analysis_for([])))
+    data = server.view_data(cli.parse_args(["view", "--analysis", str(analysis)]))
+    assert "unless --locks names one" in data.locks["unavailable"]
+    assert "coz locks PROFILE --json" in data.locks["hint"]
+    assert "no stacks" in data.flame["unavailable"]
+    report = tmp_path / "locks.json"
+    report.write_text(json.dumps({"schema": 1, "findings": [], "locks": []}))
+    data = server.view_data(cli.parse_args(["view", "--analysis", str(analysis), "--locks", str(report)]))
+    assert data.locks == {"schema": 1, "findings": [], "locks": []}
+    # --locks also replaces the profile's own report.
+    prof = REAL / "locks_granularity.coz"
+    data = server.view_data(cli.parse_args(["view", "--locks", str(report), str(prof)]))
+    assert data.locks["findings"] == []
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no such file"), ("", "not valid JSON"), ("[]", "not a locks report"),
+    ('{"schema": 1, "lines": []}', "not a locks report"), (b"\xff\xfe", "cannot read it"),
+])
+def test_bad_locks_file_is_a_clear_error(tmp_path, content, message):
+    p = tmp_path / "locks.json"
+    if isinstance(content, bytes):
+        p.write_bytes(content)
+    elif content is not None:
+        p.write_text(content)
+    with pytest.raises(CozError, match=message) as e:
+        server.view_data(cli.parse_args(["view", "--locks", str(p), str(REAL / "locks_granularity.coz")]))
+    assert "coz locks profile.coz --json locks.json" in e.value.hint
+
+
+def test_locks_report_and_flame_tree_are_served_under_the_token(tree):
+    analysis = analysis_for([])
+    locks = {"schema": 1, "findings": [], "locks": [], "note": "</script>"}
+    flame = {"schema": 1, "value": "time_ns", "tree": {"name": "all", "children": []}}
+    app = server.App(analysis, server.viewer_dir(), server.Sources(analysis, [tree]), token=TOKEN,
+                     locks=locks, flame=flame)
+    assert json.loads(get(app, "/locks.json")[1]) == locks
+    assert json.loads(get(app, "/flame.json")[1]) == flame
+    assert app.route("/locks.json").status in (403, 404)
+    assert app.route(f"/{TOKEN}x/flame.json").status in (403, 404)
+    # Not made (an App without them): the page is told so, not given a 404.
+    bare = server.App(analysis, server.viewer_dir(), server.Sources(analysis, [tree]), token=TOKEN)
+    for url in ("/locks.json", "/flame.json"):
+        status, body = get(bare, url)
+        assert status == 200 and json.loads(body) == server.NOT_MADE
+
+
+def _tree(name, ns, children=(), file="f.c"):
+    """A flame node whose own CPU time is what its children leave of `ns`."""
+    children = list(children)
+    own = ns - sum(c["time_ns"] for c in children)
+    return {"name": name, "file": file, "samples": ns, "time_ns": ns, "self_samples": own,
+            "self_time_ns": own, "children": children}
+
+
+def _wait(kind, ns):
+    return {"name": f"[wait: {kind}]", "file": None, "samples": ns, "time_ns": ns, "self_samples": ns,
+            "self_time_ns": ns, "children": []}
+
+
+def _count(node):
+    return 1 + sum(_count(c) for c in node["children"])
+
+
+def test_prune_flame_keeps_the_widest_frames_and_their_time_per_kind():
+    tree = _tree("all", 1000, [
+        _tree("main", 700, [_tree("hot", 500), _tree("warm", 150, [_wait("io", 40), _tree("leaf", 10)]),
+                            _wait("sleep", 30), _tree("cold", 20)]),
+        _tree("side", 300, [_wait("lock", 200), _tree("tiny", 5)]),
+    ], file=None)
+    before = server._kind_totals(tree)
+    assert server.prune_flame(tree, max_nodes=100) == 0  # small enough: untouched
+    n = _count(tree)
+    removed = server.prune_flame(tree, max_nodes=6)
+    assert removed == n - _count(tree) and _count(tree) <= 6
+    # Kept: the widest; every kind's time is still under the root.
+    names = set()
+    todo = [tree]
+    while todo:
+        x = todo.pop()
+        names.add(x["name"])
+        todo.extend(x["children"])
+    assert names == {"all", "main", "hot", "warm", "side", "[wait: lock]"}
+    assert server._kind_totals(tree) == before
+    warm = tree["children"][0]["children"][1]
+    assert warm["pruned"] == {"io": [40, 40], "cpu": [10, 10]}
+    assert tree["children"][0]["pruned"] == {"sleep": [30, 30], "cpu": [20, 20]}
+    assert tree["children"][1]["pruned"] == {"cpu": [5, 5]}
+
+
+def test_flame_data_of_a_large_tree_is_pruned_and_says_so(monkeypatch):
+    from cozprof import profile as profile_mod
+    prof = profile_mod.load([str(REAL / "units_sites.coz")])
+    whole = server.flame_data(prof)
+    small = server.flame_data(prof, max_nodes=4)
+    assert whole["pruned_nodes"] == 0
+    assert small["pruned_nodes"] == _count(whole["tree"]) - _count(small["tree"]) > 0
+    assert _count(small["tree"]) <= 4
+    assert server._kind_totals(small["tree"]) == server._kind_totals(whole["tree"])
 
 
 @pytest.mark.parametrize("content, message", [
