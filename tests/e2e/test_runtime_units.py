@@ -128,7 +128,11 @@ def test_fixed_call_site_predicts_its_share(tmp_path):
     assert start["mode"] == "fixed-line" and start["fixed_unit"] == "callsite" and "callsite" in start["units"]
     sped = [e for e in experiments(out) if e["speedup"] > 0]
     assert sped and all(e["unit"] == "callsite" and e["selected"].endswith("/" + site) for e in sped)
-    assert all(e["selected_samples"] > 0 and e["delay_ns"] > 0 for e in sped), sped
+    # Every sample of the call site earns delay. An experiment may hold no
+    # sample at all when other work kept the program off the CPUs for its
+    # whole 50 ms (seen at a load average of 8 on 2 cores): most hold some.
+    assert all(e["delay_ns"] > 0 for e in sped if e["selected_samples"] > 0), sped
+    assert sum(e["selected_samples"] > 0 for e in sped) >= 0.75 * len(sped), sped
     total, _, callsites = totals(out)
     share = callsites[site] / total
     result = only_result(out)
