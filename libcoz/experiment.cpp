@@ -332,6 +332,7 @@ void Profiler::finish_thread(ThreadInfo* info) {
     info->named = true;
   }
   group_of(info);
+  info->record.paused_ns = info->paused_ns;
   // Its last stacks must be defined before the flush that follows forgets it.
   flush_stacks();
   writer_->thread(info->record);

@@ -480,6 +480,20 @@ TEST(Writer, JsonRecordsAreOneLineEachWithEscapedStrings) {
   EXPECT_EQ(json_string(std::string("a\nb\x01")), "\"a\\nb\\u0001\"");
 }
 
+TEST(Writer, ThreadRecordsSayHowLongTheRuntimePausedTheThread) {
+  ProfileWriter w;
+  ThreadRecord r;
+  r.tid = 42;
+  r.thread = "worker";
+  r.group = "work";
+  r.wait_ns[0] = 7;
+  r.paused_ns = 1234567;
+  EXPECT_EQ(w.format_thread(r),
+            "{\"type\":\"thread\",\"tid\":42,\"thread\":\"worker\",\"group\":\"work\",\"start_ns\":0,"
+            "\"end_ns\":0,\"cpu_ns\":0,\"cpu_clock_ns\":0,\"wait_ns\":{\"io\":7,\"lock\":0,\"sleep\":0,"
+            "\"sync\":0,\"sched\":0,\"other\":0},\"paused_ns\":1234567}\n");
+}
+
 TEST(Writer, SpeedupFractionsHaveTwoDecimals) {
   ProfileWriter w;
   ExperimentRecord r;
