@@ -1,8 +1,9 @@
 #include "waits.h"
 
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
 #include <sys/socket.h>
-#include <dlfcn.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <new>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -270,6 +272,70 @@ bool fd_links_siblings(int fd) {
     g_fd_kind[fd].compare_exchange_strong(expected, sibling ? kSiblingLink : kExternal, std::memory_order_relaxed);
   }
   return sibling;
+}
+
+namespace {
+// The descriptors open at a fork are shared with the other process from
+// then on: a pipe, socketpair or eventfd made before it now links two
+// processes (a prefork server's workers, a multiprocessing pipe), and its
+// reads are waits on the outside world in both. Each becomes external; the
+// pipes created so far are forgotten, and epoll sets lose their sibling
+// members (the epoll instance itself is shared too). Descriptors made after
+// the fork are learned afresh. Raw system calls, no allocation: in the
+// child of a threaded program only async-signal-safe calls are allowed (the
+// child drops the epoll table, a copy of the parent's, without freeing it).
+void demote_shared_descriptors(bool child) {
+  for (auto& slot : g_pipe_inodes) slot.store(0, std::memory_order_relaxed);
+  if (child)
+    g_epoll_siblings = nullptr;
+  else if (g_epoll_siblings)
+    g_epoll_siblings->clear();
+  int dir = static_cast<int>(sys(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir < 0) {
+    // No /proc: the descriptors learned so far are all there is to go by
+    // (an unclassified socketpair keeps its SO_PEERCRED answer).
+    for (auto& k : g_fd_kind)
+      if (k.load(std::memory_order_relaxed) != kUnknown) k.store(kExternal, std::memory_order_relaxed);
+    return;
+  }
+  struct Dirent64 {
+    uint64_t ino;
+    int64_t off;
+    unsigned short reclen;
+    unsigned char type;
+    char name[1];
+  };
+  alignas(8) char buf[2048];
+  long n;
+  while ((n = sys(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
+    for (long at = 0; at < n;) {
+      const Dirent64* d = reinterpret_cast<const Dirent64*>(buf + at);
+      at += d->reclen;
+      int fd = 0;
+      const char* c = d->name;
+      if (*c < '0' || *c > '9') continue;  // "." and ".."
+      for (; *c >= '0' && *c <= '9' && fd < kTrackedFds; c++) fd = fd * 10 + (*c - '0');
+      if (*c == 0 && fd != dir && tracked(fd)) g_fd_kind[fd].store(kExternal, std::memory_order_relaxed);
+    }
+  }
+  sys(SYS_close, dir);
+}
+}  // namespace
+
+void fds_fork_prepare() {
+  RuntimeGuard guard;  // the runtime's own lock, not a lock of the program's
+  g_epoll_mu.lock();
+}
+
+void fds_fork_parent() {
+  RuntimeGuard guard;
+  demote_shared_descriptors(false);
+  g_epoll_mu.unlock();
+}
+
+void fds_fork_child() {
+  new (&g_epoll_mu) std::mutex();  // taken by prepare, in a thread the child does not have
+  demote_shared_descriptors(true);
 }
 
 bool fd_woken_by_sibling(int fd) { return experiment_running() && fd_links_siblings(fd); }

@@ -54,6 +54,15 @@ void fds_closed(int fd);
 void fds_copied(int from, int to);
 void fds_epoll_ctl(int epfd, int op, int fd, const struct epoll_event* ev);
 
+// Around fork (the fork handlers, runtime.cpp): prepare takes the epoll
+// table's lock, parent releases it, child resets it. After the fork, in both
+// processes, every descriptor open at the fork is the outside world: a pipe,
+// socketpair or eventfd shared with another process links two processes, not
+// two threads. (Done in the parent after a failed fork too: the safe side.)
+void fds_fork_prepare();
+void fds_fork_parent();
+void fds_fork_child();
+
 // Whether a wait that returned on these descriptors was ended by a sibling
 // thread. Answer false at once (no system call) outside experiments.
 bool fd_woken_by_sibling(int fd);

@@ -104,3 +104,50 @@ def test_openmp_workers_behave_and_are_sampled(tmp_path):
     omp = sum(n for k, n in sampled(out).items() if "/omp_rounds.c:" in k)
     assert omp > 0.5 * recs[-1]["samples"], sampled(out)
     assert any(x["type"] == "experiment" and x["progress"] and x["progress"][0]["delta"] > 0 for x in recs)
+
+
+# ---- descriptors across fork ----
+
+def delay_inserted(out):
+    return sum(x["delay_ns"] for x in records(out) if x["type"] == "experiment")
+
+
+def thread_of(out, group):
+    (thread,) = [r for r in records(out) if r["type"] == "thread" and r["group"] == group]
+    return thread
+
+
+def test_a_pipe_made_before_a_fork_links_processes_not_threads(tmp_path):
+    # The parent reads what its child writes into a pipe the parent made:
+    # the reads wait on another process, so the reader pays, after each, the
+    # delay the spinning thread's sped-up line inserted meanwhile. Taken for
+    # a hand-off from a sibling thread (the pipe is the process's own), the
+    # reader was credited with that delay instead and paused 0 s of 0.5 s.
+    exe = build_program("forked_fds", tmp_path)
+    plain = run_plain([exe, "pipe", "0.2"])
+    out = tmp_path / "f.coz"
+    spin = line_of("forked_fds.c", "/* LINE_SPIN */")
+    profiled = coz_run(["--fixed-line", spin, "--fixed-speedup", "50", "--experiment-length", "50ms",
+                        "-o", str(out)], [exe, "pipe", "2"])
+    assert_same_behaviour(plain, profiled)
+    delay = delay_inserted(out)
+    reader = thread_of(out, "main")
+    assert delay > 100_000_000, delay  # the spinner earned it: 50% of its CPU time in experiments at 50%
+    assert reader["wait_ns"]["io"] > 1_000_000_000, reader  # it waited for its child most of the run
+    # Each read pays what was inserted since the previous one: all of it,
+    # but for the part after the last read of each experiment (2 ms at most
+    # of each 50 ms and more).
+    assert reader["paused_ns"] > 0.7 * delay, (reader, delay)
+
+
+def test_forks_never_hand_a_child_a_runtime_lock_held(tmp_path):
+    # One thread adds eventfds to epoll sets without pause (the runtime
+    # notes each under its epoll table's lock) while the main thread forks
+    # children that do the same once: a child that inherited that lock
+    # taken would hang. (Before the fix, the 5th, the 6th and the 252nd
+    # child of three runs hung.)
+    exe = build_program("forked_fds", tmp_path)
+    out = tmp_path / "e.coz"
+    profiled = coz_run(["--experiment-length", "50ms", "-o", str(out)], [exe, "epoll", "600"], timeout=240)
+    assert profiled.stdout == b"forked_fds epoll done\n", profiled.stdout  # else: "child N of 600 hung"
+    assert profiled.returncode == 0, profiled.stderr.decode()

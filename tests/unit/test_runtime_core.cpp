@@ -1,6 +1,7 @@
 // Unit tests of the runtime's pure parts: option table, delay accounting,
 // experiment scheduling helpers, progress deltas and the profile writer.
 #include <fcntl.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -707,6 +708,69 @@ TEST(Waits, WhatADescriptorLinksIsLearnedOnceUntilItIsClosed) {
   fds_copied(file, high);
   EXPECT_FALSE(fd_links_siblings(high)) << "the copy took the file's answer";
   for (int fd : {pair[0], pair[1], file, high}) {
+    fds_closed(fd);
+    close(fd);
+  }
+}
+
+TEST(Waits, DescriptorsOpenAtAForkLinkProcessesNotSiblings) {
+  // Made before the fork: a pipe and an eventfd seen created, a socketpair
+  // never asked about (its SO_PEERCRED names this process in the parent).
+  int own[2], pair[2];
+  ASSERT_EQ(pipe(own), 0);
+  fds_pipe_created(own);
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
+  int ev = eventfd(0, 0);
+  ASSERT_GE(ev, 0);
+  fds_eventfd_created(ev);
+  int ep = epoll_create1(0);
+  epoll_event e{};
+  e.events = EPOLLIN;
+  e.data.u64 = 104729;
+  ASSERT_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, ev, &e), 0);
+  fds_epoll_ctl(ep, EPOLL_CTL_ADD, ev, &e);
+  ASSERT_TRUE(fd_links_siblings(own[0]));
+  ASSERT_TRUE(fd_links_siblings(ev));
+  const int before[] = {own[0], own[1], pair[0], pair[1], ev};
+  // What each side sees after the fork: bit i set when before[i] still links
+  // siblings; bit 5 when a pipe made after the fork does not; bit 6 when an
+  // eventfd added to the inherited epoll set after the fork takes the epoll
+  // table's lock for ever (the child would hang, not return).
+  auto after_fork = [&]() {
+    int bad = 0;
+    for (int i = 0; i < 5; i++)
+      if (fd_links_siblings(before[i])) bad |= 1 << i;
+    int fresh[2];
+    if (pipe(fresh) != 0) return 128;
+    fds_pipe_created(fresh);
+    if (!fd_links_siblings(fresh[0])) bad |= 1 << 5;
+    int ev2 = eventfd(0, 0);
+    fds_eventfd_created(ev2);
+    epoll_event e2{};
+    e2.events = EPOLLIN;
+    e2.data.u64 = 7919;
+    epoll_ctl(ep, EPOLL_CTL_ADD, ev2, &e2);
+    fds_epoll_ctl(ep, EPOLL_CTL_ADD, ev2, &e2);
+    for (int fd : {fresh[0], fresh[1], ev2}) {
+      fds_closed(fd);
+      close(fd);
+    }
+    return bad;
+  };
+  fds_fork_prepare();  // as the runtime's fork handlers do
+  pid_t pid = fork();
+  if (pid == 0) {
+    fds_fork_child();
+    _exit(after_fork());
+  }
+  fds_fork_parent();
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(after_fork(), 0) << "in the parent";
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "in the child";
+  for (int fd : {own[0], own[1], pair[0], pair[1], ev, ep}) {
     fds_closed(fd);
     close(fd);
   }
