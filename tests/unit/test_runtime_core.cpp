@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <gtest/gtest.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -900,6 +901,30 @@ TEST_F(WaitAccounting, ASpedUpWaitEarnsOnlyItsPartInsideTheExperiment) {
   g_fake_now += 2000000;
   end_wait(&t, WaitKind::kLock, false, 0);
   EXPECT_EQ(s.selected_blocked_ns.load(), 2000000u);
+  s.scope.store(nullptr);
+}
+
+// The timer fallback: one signal of a CPU timer can stand for several
+// periods (si_overrun, with ticks coarser than the period), and earns delay
+// for all of them. Driven with a context of this thread instead of a signal.
+TEST_F(WaitAccounting, ATimerSampleEarnsForEveryPeriodItsSignalCovers) {
+  Shared& s = shared();
+  const RangeSet* all = make_range_set({{1, UINTPTR_MAX}});
+  s.scope.store(all);
+  s.selected.store(all);  // every sample is a hit
+  ucontext_t uc;
+  ASSERT_EQ(getcontext(&uc), 0);
+  for (int overrun : {-1, 0, 3}) {  // rising: none of the threads owes what an earlier one earned
+    ThreadState t;  // a fresh thread: no time waiting for a CPU is known yet
+    process_timer_sample(&t, &uc, overrun);
+    const uint64_t periods = overrun > 0 ? 1 + static_cast<uint64_t>(overrun) : 1;
+    EXPECT_EQ(t.local_delay - 1000, periods * 500000u) << "50% of each period, overrun " << overrun;
+    std::vector<Sample> got = taken(&t);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].weight_ns, periods * 1000000u) << "the sample stands for the periods it covers";
+    EXPECT_EQ(got[0].wait_ns, 0u);
+  }
+  s.selected.store(nullptr);
   s.scope.store(nullptr);
 }
 
