@@ -213,16 +213,21 @@ COZ_EXPORT void pthread_exit(void* value) {
   real_pthread_exit()(value);
   __builtin_unreachable();
 }
-// block: released when the other thread ends.
-COZ_EXPORT int pthread_join(pthread_t t, void** value) { return COZ_BLOCK(real_pthread_join()(t, value), rc == 0); }
+// block (when the thread still runs): released when the other thread ends.
+// Counted as a join of the thread's handle (tried first, as locks are).
+#define COZ_JOIN(call, wait_kind)                                                                          \
+  coz::acquire(LockKind::kJoin, reinterpret_cast<const void*>(t), RA, wait_kind,                             \
+               [&] { return real_pthread_tryjoin_np()(t, value); },                                           \
+               [&] { return call; }, coz::join_taken, coz::join_got)
+COZ_EXPORT int pthread_join(pthread_t t, void** value) { return COZ_JOIN(real_pthread_join()(t, value), coz::join_wait); }
 // never blocks: nothing to account.
 COZ_EXPORT int pthread_tryjoin_np(pthread_t t, void** value) noexcept { return real_pthread_tryjoin_np()(t, value); }
-// block, bounded by a timeout.
+// block (when the thread still runs), bounded by a timeout.
 COZ_EXPORT int pthread_timedjoin_np(pthread_t t, void** value, const struct timespec* abstime) {
-  return COZ_TIMED(WaitKind::kSync, real_pthread_timedjoin_np()(t, value, abstime), rc == 0, rc == ETIMEDOUT);
+  return COZ_JOIN(real_pthread_timedjoin_np()(t, value, abstime), coz::timed_join_wait);
 }
 COZ_EXPORT int pthread_clockjoin_np(pthread_t t, void** value, clockid_t clock, const struct timespec* abstime) {
-  return COZ_TIMED(WaitKind::kSync, real_pthread_clockjoin_np()(t, value, clock, abstime), rc == 0, rc == ETIMEDOUT);
+  return COZ_JOIN(real_pthread_clockjoin_np()(t, value, clock, abstime), coz::timed_join_wait);
 }
 
 // ---- mutexes ----
@@ -693,8 +698,14 @@ COZ_EXPORT int thrd_create(thrd_t* thr, thrd_start_t fn, void* arg) {
   if (rc != thrd_success) coz::discard_thread_start(start);
   return rc;
 }
-// block: released when the other thread ends.
-COZ_EXPORT int thrd_join(thrd_t thr, int* res) { return COZ_BLOCK(real_thrd_join()(thr, res), rc == thrd_success); }
+// block (when the thread still runs): released when the other thread ends.
+// Counted as a join; glibc's thrd_t is a pthread_t, tried as pthread_join's.
+COZ_EXPORT int thrd_join(thrd_t thr, int* res) {
+  return coz::acquire(
+      LockKind::kJoin, reinterpret_cast<const void*>(thr), RA, coz::join_wait,
+      [&] { return coz::c11_tryjoin(thr, res, real_pthread_tryjoin_np()); }, [&] { return real_thrd_join()(thr, res); },
+      [](int rc) { return rc == thrd_busy; }, [](int rc) { return rc == thrd_success; });
+}
 // wake: joiners are released.
 COZ_EXPORT void thrd_exit(int res) {
   hook_wake();

@@ -23,6 +23,7 @@ const char* lock_kind_name(LockKind k) {
     case LockKind::kC11Mutex: return "c11-mutex";
     case LockKind::kC11Cond: return "c11-cond";
     case LockKind::kFutex: return "futex";
+    case LockKind::kJoin: return "join";
   }
   return "mutex";
 }
@@ -122,7 +123,7 @@ void lock_acquired(ThreadState* t, LockKind kind, const void* object, uintptr_t 
   }
   // Hold times for the objects one holds: locks, not waits for others' work.
   if (kind == LockKind::kSemaphore || kind == LockKind::kCond || kind == LockKind::kC11Cond ||
-      kind == LockKind::kBarrier || kind == LockKind::kFutex)
+      kind == LockKind::kBarrier || kind == LockKind::kFutex || kind == LockKind::kJoin)
     return;
   if (tab->nheld < LockTable::kHeld) tab->held[tab->nheld++] = {reinterpret_cast<uintptr_t>(object), lock_ticks(), c};
 }

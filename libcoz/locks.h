@@ -23,7 +23,10 @@ namespace coz {
 
 struct ThreadState;
 
-enum class LockKind : uint8_t { kMutex, kRwlock, kSpinlock, kSemaphore, kCond, kBarrier, kC11Mutex, kC11Cond, kFutex };
+// kJoin: a join (pthread_join and its timed forms, thrd_join); its object is
+// the joined thread's handle (pthread_t, reused by glibc once joined), and
+// it waited when the thread was still running.
+enum class LockKind : uint8_t { kMutex, kRwlock, kSpinlock, kSemaphore, kCond, kBarrier, kC11Mutex, kC11Cond, kFutex, kJoin };
 const char* lock_kind_name(LockKind k);
 
 // Timestamps of the hot path: the CPU's time-stamp counter (constant rate),

@@ -10,6 +10,10 @@
 #pragma once
 
 #include <errno.h>
+#include <pthread.h>
+#include <threads.h>
+
+#include <cstdint>
 
 #include "locks.h"
 #include "runtime.h"
@@ -79,5 +83,22 @@ inline bool pthread_got(int rc) { return rc == 0 || rc == EOWNERDEAD; }
 inline bool pthread_taken(int rc) { return rc == EBUSY; }
 inline WaitKind lock_wait(int) { return WaitKind::kLock; }
 inline WaitKind timed_lock_wait(int rc) { return rc == ETIMEDOUT ? WaitKind::kSleep : WaitKind::kLock; }
+// Joins: tried first with pthread_tryjoin_np (EBUSY: the thread still runs,
+// so the join waits, a wait of category sync); a try that succeeds has
+// joined an ended thread without waiting.
+inline bool join_got(int rc) { return rc == 0; }
+inline bool join_taken(int rc) { return rc == EBUSY; }
+inline WaitKind join_wait(int) { return WaitKind::kSync; }
+inline WaitKind timed_join_wait(int rc) { return rc == ETIMEDOUT ? WaitKind::kSleep : WaitKind::kSync; }
+// thrd_join's try, in C11's codes: glibc's thrd_t is a pthread_t, and
+// thrd_join gives the thread's int result through pthread_join's void*.
+inline int c11_tryjoin(thrd_t thr, int* res, int (*tryjoin)(pthread_t, void**)) {
+  void* v = nullptr;
+  int rc = tryjoin(static_cast<pthread_t>(thr), &v);
+  if (rc == EBUSY) return thrd_busy;
+  if (rc != 0) return thrd_error;
+  if (res) *res = static_cast<int>(reinterpret_cast<uintptr_t>(v));
+  return thrd_success;
+}
 
 }  // namespace coz
