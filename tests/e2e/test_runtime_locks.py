@@ -3,6 +3,7 @@ lock and call site, acquisitions, contention, waiting and holding time,
 try-lock failures, threads; bounded memory; --locks-only."""
 
 import os
+import re
 import subprocess
 
 from conftest import PROGRAMS, build_program, coz_run, records
@@ -75,14 +76,62 @@ def test_a_lock_found_taken_is_contended_and_waits(tmp_path):
     assert sum(run.blocked["lock"].get(marker("LOCK_BLOCKED"), 0) for _ in [0]) >= 30
 
 
-def test_a_hundred_thousand_locks_stay_bounded(tmp_path):
-    # Two threads lock each of 100,000 mutexes once from one call site: the
-    # counters keep a bounded number of locks and fold the rest per site.
-    run, _ = run_locks(tmp_path, "many", "2", "100000")
+def peak_rss(tmp_path, name, *args):
+    """Runs the locks program under `coz run --locks-only` (or without the
+    runtime when `name` is None) and returns its peak resident set in bytes
+    (VmHWM, which the program prints as it ends, after the runtime's exit
+    handler) and its run. Not ru_maxrss: that one keeps the peak of the
+    Python process the program was forked from."""
+    exe = build_program("locks", tmp_path)
+    env = {"LOCKS_PRINT_HWM": "1"}
+    if name is None:
+        r = subprocess.run([exe, *args], env=dict(os.environ, **env), capture_output=True, timeout=120)
+        run = None
+    else:
+        out = tmp_path / name
+        r = coz_run(["-o", str(out), "--locks-only"], [exe, *args], env=env)
+        run = load([str(out)]).runs[0]
+    assert r.returncode == 0, r.stderr.decode()
+    (kb,) = re.findall(r"^VmHWM:\s*(\d+) kB$", r.stderr.decode(), re.M)
+    return int(kb) * 1024, run
+
+
+def test_a_million_locks_of_one_site_stay_bounded(tmp_path):
+    # Two threads lock each of 1,000,000 mutexes once from one call site (the
+    # fluidanimate case): the counters keep a bounded number of locks, fold
+    # the rest per site, and lose no acquisition.
+    n = 1_000_000
+    big, run = peak_rss(tmp_path, "big.coz", "many", "2", str(n))
     many = [l for l in run.locks["locks"] if any(s["site"] == marker("LOCK_MANY") for s in l["sites"])]
     folded = [f for f in run.locks["folded"] if f["site"] == marker("LOCK_MANY")]
-    assert len(many) <= 2 * 256
-    assert sum(l["acquisitions"] for l in many) + sum(f["acquisitions"] for f in folded) == 200000
+    assert len(many) <= 2 * 256 and len(folded) == 1
+    assert sum(l["acquisitions"] for l in many) + sum(f["acquisitions"] for f in folded) == 2 * n
+    # Memory: the profiled run's peak grows from 10,000 locks to a million by
+    # what the program itself grows (its array of mutexes, measured without
+    # the runtime), plus far less than any per-lock state would take (16
+    # bytes a lock would be 16 MB).
+    small, _ = peak_rss(tmp_path, "small.coz", "many", "2", str(n // 100))
+    plain_big, _ = peak_rss(tmp_path, None, "many", "2", str(n))
+    plain_small, _ = peak_rss(tmp_path, None, "many", "2", str(n // 100))
+    extra = (big - small) - (plain_big - plain_small)
+    assert extra < 16 << 20, (big, small, plain_big, plain_small)
+
+
+def test_joins_are_counted_and_waited_only_when_the_thread_still_runs(tmp_path):
+    # Main joins a thread already gone (no wait), then one that sleeps 50 ms
+    # after main says it is about to join (a wait of about that long).
+    run, _ = run_locks(tmp_path, "join")
+    joins = [l for l in run.locks["locks"] if l["kind"] == "join"]
+    by_site = {l["site"]: l for l in joins}
+    ended, running = by_site[marker("JOIN_ENDED")], by_site[marker("JOIN_RUNNING")]
+    assert ended["acquisitions"] == 1 and ended["contended"] == 0 and ended["wait_ns"] == 0
+    assert running["acquisitions"] == 1 and running["contended"] == 1
+    assert 20e6 < running["wait_ns"] < 10e9, running
+    assert ended["hold_ns"] == 0 and running["hold_ns"] == 0  # a join holds nothing
+    assert ended["address"] != running["address"]  # one object per joined thread
+    # The same wait is the main thread's waiting for others (sync).
+    (main,) = [t for t in run.threads if t["group"] == "main"]
+    assert main["wait_ns"]["sync"] >= running["wait_ns"] * 0.9, main
 
 
 def test_condition_waits_are_counted_and_release_the_mutex(tmp_path):
