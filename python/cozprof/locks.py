@@ -32,6 +32,11 @@ IMBALANCE = 0.20            # difference of waiting shares between thread groups
 # semaphores and raw futexes always wait by design; their waits feed the load
 # imbalance analysis (the `thread` records) and are listed, not classified.
 LOCK_KINDS = ("mutex", "rwlock", "spinlock", "c11-mutex")
+# Joins are not locks either: a join waits when the joined thread still runs,
+# which is the joiner waiting for another thread's work (load imbalance, not
+# contention), and their "frequency" is the rate of thread ends. They are
+# listed apart (`joins`), per call site, beside the load imbalance analysis.
+JOIN_KINDS = ("join",)
 
 ASYMMETRY_MIN_ACQUISITIONS = 20   # objects with fewer acquisitions are not compared
 ASYMMETRY_Z = 3.29                # Wilson intervals at 99.9%: many objects are compared at once
@@ -796,7 +801,7 @@ def analyze_locks(profile, pid=None, th=None, causal=None, causal_note=None, rea
                         "--locks-only for undisturbed figures)")
     index = causal_index(causal)
 
-    entries, findings, others_sync = [], [], []
+    entries, findings, others_sync, joins = [], [], [], []
     for fam in _families(locks_rec):
         fig = figures(fam.total, elapsed_ns, fam.threads)
         entry = {
@@ -812,7 +817,7 @@ def analyze_locks(profile, pid=None, th=None, causal=None, causal_note=None, rea
         }
         if fam.kind not in LOCK_KINDS:
             entry["quadrant"] = None
-        if len(fam.members) > 1:
+        if len(fam.members) > 1 and fam.kind not in JOIN_KINDS:
             # Up to a million objects: count quadrants, and keep a summary of the top few only.
             by_q = entry["members_by_quadrant"]
             elapsed_s = elapsed_ns / 1e9
@@ -843,7 +848,7 @@ def analyze_locks(profile, pid=None, th=None, causal=None, causal_note=None, rea
         if tried:
             entry["trylock"] = {"category": tried[0], "reason": tried[2], "suggestion": tried[3]}
             findings.append(_finding(entry, *tried, "trylock"))
-        (entries if fam.kind in LOCK_KINDS else others_sync).append(entry)
+        (entries if fam.kind in LOCK_KINDS else joins if fam.kind in JOIN_KINDS else others_sync).append(entry)
 
     imbalance = load_imbalance(run.threads, th)
     imbalance["hottest_line"] = None
@@ -872,6 +877,7 @@ def analyze_locks(profile, pid=None, th=None, causal=None, causal_note=None, rea
         f["rank"] = i
     entries.sort(key=lambda e: (-e["figures"]["wait_ns"], -e["figures"]["acquisitions"], e["key"]))
     others_sync.sort(key=lambda e: (-e["figures"]["wait_ns"], e["key"]))
+    joins.sort(key=lambda e: (-e["figures"]["wait_ns"], -e["figures"]["acquisitions"], e["key"]))
 
     causal_info = {"available": causal is not None and bool(index),
                    "lines": len(index), "note": causal_note}
@@ -896,6 +902,7 @@ def analyze_locks(profile, pid=None, th=None, causal=None, causal_note=None, rea
         "locks": entries,
         "other_synchronization": others_sync,
         "load_imbalance": imbalance,
+        "joins": joins,
         "causal": causal_info,
         "warnings": warnings,
         "diagnosis": diagnosis,

@@ -294,6 +294,9 @@ def format_report(result):
                 line += (f"; causal: {fmt_pct(imb['causal']['predicted']['0.5'], True)} at 50% "
                          f"line speedup")
             out.append(line)
+    if result.get("joins"):
+        out.append("")
+        out.extend(_joins_text(result["joins"]))
     if result["other_synchronization"]:
         n = len(result["other_synchronization"])
         waited = sum(e["figures"]["wait_ns"] for e in result["other_synchronization"])
@@ -304,6 +307,25 @@ def format_report(result):
         out.append("")
         out.append(f"nothing to report: {result['diagnosis']}")
     return "\n".join(out) + "\n"
+
+
+def _joins_text(joins):
+    """Joins, per call site: calls, how many waited for a thread still running,
+    and how long (the joiner waiting for other threads' work)."""
+    calls = sum(e["figures"]["acquisitions"] for e in joins)
+    waited = sum(e["figures"]["contended"] for e in joins)
+    total = sum(e["figures"]["wait_ns"] for e in joins)
+    out = [f"joins: {calls} at {len(joins)} site{'s' if len(joins) != 1 else ''}, {waited} waited for a "
+           f"thread still running, {fmt_time(total)} in all"]
+    header = ["join site", "calls", "waited", "total wait", "mean wait"]
+    rows = [[short_path(e["site"]) if e["site"] else e["key"], str(e["figures"]["acquisitions"]),
+             f"{e['figures']['contended']} ({fmt_pct(e['figures']['contention'])})",
+             fmt_time(e["figures"]["wait_ns"]), fmt_time(e["figures"]["mean_wait_ns"])]
+            for e in joins[:5]]
+    out.extend("   " + ln for ln in _table(header, rows, right={1, 2, 3, 4}))
+    if len(joins) > 5:
+        out.append(f"   ... and {len(joins) - 5} more sites (listed by 'coz locks --json')")
+    return out
 
 
 def _section_text(s):

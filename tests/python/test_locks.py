@@ -466,6 +466,32 @@ def test_condition_variables_and_barriers_are_listed_not_classified(tmp_path):
     assert all(e["quadrant"] is None for e in r["other_synchronization"])
 
 
+def test_joins_are_listed_apart_per_site_not_classified(tmp_path, capsys):
+    # Main joins 8 workers from one site, 6 of them still running (200 ms of
+    # waiting in all): frequent and "contended" by the numbers, yet waiting
+    # for other threads' work is not lock contention.
+    def join(id, waited_ns):
+        c = {"acquisitions": 1, "contended": 1 if waited_ns else 0, "wait_ns": waited_ns, "hold_ns": 0,
+             "trylocks": 0, "trylock_failures": 0, "threads": 1}
+        c["sites"] = [dict({"site": "/src/app.c:90"}, **{k: c[k] for k in _KEYS})]
+        return lock_rec(id, c, kind="join", site="/src/app.c:90", address=0x7f0000 + 0x1000 * id)
+    recs = [join(i, 0 if i < 2 else 200_000_000 // 6) for i in range(8)]
+    path = write_profile(tmp_path / "p.coz", recs, elapsed_ns=E9 // 1000,
+                         threads=[thread(1, "main", E9, sync_ns=E9 // 5), thread(2, "w", E9)])
+    r = analyse(path)
+    assert r["findings"] == [] and r["locks"] == [] and r["other_synchronization"] == []
+    (j,) = r["joins"]
+    assert j["kind"] == "join" and j["key"] == "join@/src/app.c:90" and j["objects"] == 8
+    assert j["quadrant"] is None and j["members_by_quadrant"] == {} and j["category"] is None
+    f = j["figures"]
+    assert (f["acquisitions"], f["contended"], f["wait_ns"]) == (8, 6, 6 * (200_000_000 // 6))
+    assert f["mean_wait_ns"] == 200_000_000 // 6 and f["hold_ns"] == 0
+    assert cli.main(["locks", path]) == 0
+    out = capsys.readouterr().out
+    assert "joins: 8 at 1 site, 6 waited for a thread still running, 200.00 ms in all" in out
+    assert "/src/app.c:90" in out and "6 (75.0%)" in out and "33.33 ms" in out
+
+
 def test_findings_are_ranked_by_waiting_then_imbalance_then_per_call_costs(tmp_path):
     def rec(id, acq, cont, wait, hold, threads=2):
         return lock_rec(id, {"acquisitions": acq, "contended": cont, "wait_ns": wait, "hold_ns": hold,
@@ -761,7 +787,8 @@ def test_cli_json_schema(tmp_path, capsys):
     assert cli.main(["locks", "--json", "-", path]) == 0
     data = json.loads(capsys.readouterr().out)
     assert set(data) == {"schema", "profiles", "run", "other_runs", "thresholds", "findings", "locks",
-                         "other_synchronization", "load_imbalance", "causal", "warnings", "diagnosis"}
+                         "other_synchronization", "load_imbalance", "joins", "causal", "warnings",
+                         "diagnosis"}
     assert data["schema"] == 1
     assert set(data["findings"][0]) == {"rank", "category", "basis", "lock", "quadrant", "reason",
                                         "suggestion", "best_causal"}
