@@ -23,23 +23,6 @@ from cozprof import locks, locks_report, profile  # noqa: E402
 BENCH = os.path.join(REPO, "benchmarks")
 
 
-def _launcher_has(option):
-    import argparse
-    from cozprof import launcher
-    p = argparse.ArgumentParser()
-    launcher.add_arguments(p)
-    return option in p._option_string_actions
-
-
-# The runtime's lock counters come with `coz run --locks-only` (issue 13, the
-# runtime's part). Until the launcher has the option, the tests that need the
-# counters are reported as expected failures, with this reason; from the day it
-# exists they run, and fail on their merits.
-needs_lock_counters = pytest.mark.xfail(
-    not _launcher_has("--locks-only"), run=False, strict=True,
-    reason="coz run --locks-only and the runtime's lock counters do not exist yet")
-
-
 @pytest.fixture(scope="module")
 def bench(build):
     def _bench(name):
@@ -96,7 +79,6 @@ def finding(result, lock):
     return [f for f in result["findings"] if f["lock"] == lock["key"]]
 
 
-@needs_lock_counters
 def test_locks_only_run_writes_counters_and_no_experiment(libcoz, tmp_path, bench):
     path = locks_only(libcoz, tmp_path, bench("locks_oversync"), "--short")
     prof = profile.load([path])
@@ -106,7 +88,6 @@ def test_locks_only_run_writes_counters_and_no_experiment(libcoz, tmp_path, benc
     assert {t["group"] for t in run.threads} >= {"main", "worker"}
 
 
-@needs_lock_counters
 def test_global_lock_is_improper_granularity(libcoz, tmp_path, bench):
     r = report(locks_only(libcoz, tmp_path, bench("locks_granularity"), "threads=4", "--short"))
     e = the_lock(r, "locks_granularity", "TABLE")
@@ -121,7 +102,6 @@ def test_global_lock_is_improper_granularity(libcoz, tmp_path, bench):
     assert (f["category"], f["quadrant"], f["rank"]) == ("improper-granularity", "Q2", 1)
 
 
-@needs_lock_counters
 def test_per_thread_locks_are_over_synchronization(libcoz, tmp_path, bench):
     r = report(locks_only(libcoz, tmp_path, bench("locks_oversync"), "--short"))
     e = the_lock(r, "locks_oversync", "LOCAL")
@@ -130,7 +110,6 @@ def test_per_thread_locks_are_over_synchronization(libcoz, tmp_path, bench):
     assert (f["category"], f["quadrant"], f["basis"]) == ("over-synchronization", "Q4", "single-thread")
 
 
-@needs_lock_counters
 def test_skewed_bucket_locks_are_asymmetric(libcoz, tmp_path, bench):
     r = report(locks_only(libcoz, tmp_path, bench("locks_asymmetric"), "threads=4", "--short"))
     e = the_lock(r, "locks_asymmetric", "BUCKET")
@@ -143,7 +122,6 @@ def test_skewed_bucket_locks_are_asymmetric(libcoz, tmp_path, bench):
     assert e["asymmetry"]["hottest"]["id"] == top["id"] and e["asymmetry"]["hot_objects"] == 1
 
 
-@needs_lock_counters
 def test_cell_locks_around_two_instructions_are_improper_primitive(libcoz, tmp_path, bench):
     additions, path = work(tmp_path, bench("locks_primitive"), "--short")
     r = report(path)
@@ -161,7 +139,6 @@ def test_cell_locks_around_two_instructions_are_improper_primitive(libcoz, tmp_p
     assert "atomic" in f["suggestion"]
 
 
-@needs_lock_counters
 def test_rare_lock_around_long_work_is_q1_and_joined_to_the_causal_profile(libcoz, tmp_path, bench):
     exe = bench("locks_rare")
     # Long enough critical sections on any CPU (millions of steps), few rounds.
