@@ -119,14 +119,14 @@ def test_a_million_locks_of_one_site_stay_bounded(tmp_path):
 
 def test_joins_are_counted_and_waited_only_when_the_thread_still_runs(tmp_path):
     # Main joins a thread already gone (no wait), then one that sleeps 50 ms
-    # after main says it is about to join (a wait of about that long).
+    # once main is blocked in the join (a wait at least that long).
     run, _ = run_locks(tmp_path, "join")
     joins = [l for l in run.locks["locks"] if l["kind"] == "join"]
     by_site = {l["site"]: l for l in joins}
     ended, running = by_site[marker("JOIN_ENDED")], by_site[marker("JOIN_RUNNING")]
     assert ended["acquisitions"] == 1 and ended["contended"] == 0 and ended["wait_ns"] == 0
     assert running["acquisitions"] == 1 and running["contended"] == 1
-    assert 20e6 < running["wait_ns"] < 10e9, running
+    assert 45e6 < running["wait_ns"] < 60e9, running
     assert ended["hold_ns"] == 0 and running["hold_ns"] == 0  # a join holds nothing
     assert ended["address"] != running["address"]  # one object per joined thread
     # The same wait is the main thread's waiting for others (sync).

@@ -15,7 +15,7 @@
  *               condition variable
  *   join      - joins a thread that has ended (seen gone from
  *               /proc/self/task: no wait), then one that still runs (it
- *               sleeps 50 ms after main says it is about to join: a wait)
+ *               sleeps 50 ms once main is blocked in the join: a wait)
  * Prints what it did; each lock call is on a line of its own (markers).
  * With LOCKS_PRINT_HWM set, prints the process's peak resident set (VmHWM)
  * on stderr as it ends: after the runtime's exit handler, which ran first. */
@@ -94,8 +94,24 @@ static void* ends_at_once(void* arg) {
   return arg;
 }
 
+/* Whether the main thread is blocked (state S in /proc: it runs nothing
+ * but its join once it has said it is about to join). */
+static int main_blocked(void) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)getpid());
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return 1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 1;
+  buf[n] = 0;
+  const char* p = strrchr(buf, ')');
+  return p && p[1] == ' ' && p[2] == 'S';
+}
+
 static void* runs_on(void* arg) {
   while (!joining) nanosleep(&(struct timespec){0, 1000000}, NULL);
+  while (!main_blocked()) nanosleep(&(struct timespec){0, 1000000}, NULL);
   nanosleep(&(struct timespec){0, 50000000}, NULL);
   return arg;
 }
