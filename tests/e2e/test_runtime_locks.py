@@ -160,3 +160,18 @@ def test_no_lock_counters_keeps_none_and_still_records_the_threads(tmp_path):
     assert run.mode == "locks-only"
     assert not (run.locks or {}).get("locks") and not (run.locks or {}).get("folded")
     assert [t for t in run.threads if t["group"] == "worker"]
+
+
+def test_c11_joins_are_counted_too(tmp_path):
+    # thrd_join, tried as pthread_join: main joins the C11 pair of pingpong,
+    # the first while it still runs (0.3 s of hand-offs).
+    exe = build_program("pingpong", tmp_path)
+    out = tmp_path / "c11.coz"
+    r = coz_run(["-o", str(out), "--locks-only"], [exe, "c11", "0.3"])
+    assert r.returncode == 0, r.stderr.decode()
+    (run,) = load([str(out)]).runs
+    with open(os.path.join(PROGRAMS, "pingpong.c")) as f:
+        lines = {t.strip(): n for n, t in enumerate(f, 1)}
+    site = f"{PROGRAMS}/pingpong.c:{lines['thrd_join(a, NULL);']}"
+    (first,) = [l for l in run.locks["locks"] if l["kind"] == "join" and l["site"] == site]
+    assert first["acquisitions"] == 1 and first["contended"] == 1 and first["wait_ns"] > 0
