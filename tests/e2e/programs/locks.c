@@ -4,10 +4,12 @@
  *               a critical section of STEPS steps: contended, long holds
  *   private   - each thread takes its own lock (initialized with
  *               pthread_mutex_init) ROUNDS times: never contended
- *   trylock   - thread A holds the lock for 50 ms while B try-locks it in a
- *               loop until it succeeds: many failures, then one success
- *   blocked   - thread A holds the lock for 50 ms while B locks it: one
- *               contended acquisition that waits about 45 ms
+ *   trylock   - thread A holds the lock for 50 ms while B (main, once A
+ *               holds it) try-locks it in a loop until it succeeds: many
+ *               failures, then one success
+ *   blocked   - thread A holds the lock for 50 ms while B (main, once A
+ *               holds it) locks it: one contended acquisition that waits
+ *               for the rest of A's hold
  *   many      - THREADS threads lock each of N distinct mutexes once, from
  *               one call site, the odd ones from the end (memory must stay
  *               bounded)
@@ -36,7 +38,7 @@ static pthread_mutex_t own[8];
 static pthread_mutex_t* many;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static long produced, consumed;
-static volatile long ended_tid, joining;
+static volatile long ended_tid, joining, holding;
 static volatile unsigned long sink;
 
 /* An ELF destructor of the program: run by exit() after every atexit handler
@@ -83,6 +85,7 @@ static void* worker(void* arg) {
 
 static void* holder(void* arg) {
   pthread_mutex_lock(&global);
+  holding = 1;
   struct timespec d = {0, 50000000};
   nanosleep(&d, NULL);
   pthread_mutex_unlock(&global);
@@ -134,8 +137,7 @@ int main(int argc, char** argv) {
   pthread_t t[8];
   if (!strcmp(mode, "trylock")) {
     pthread_create(&t[0], NULL, holder, NULL);
-    struct timespec d = {0, 5000000};
-    nanosleep(&d, NULL);
+    while (!holding) nanosleep(&(struct timespec){0, 1000000}, NULL);  /* A holds it */
     long failures = 0;
     while (pthread_mutex_trylock(&global) != 0) { /* TRYLOCK */
       failures++;
@@ -148,8 +150,7 @@ int main(int argc, char** argv) {
   }
   if (!strcmp(mode, "blocked")) {
     pthread_create(&t[0], NULL, holder, NULL);
-    struct timespec d = {0, 5000000};
-    nanosleep(&d, NULL);
+    while (!holding) nanosleep(&(struct timespec){0, 1000000}, NULL);  /* A holds it */
     pthread_mutex_lock(&global); /* LOCK_BLOCKED */
     pthread_mutex_unlock(&global);
     pthread_join(t[0], NULL);
