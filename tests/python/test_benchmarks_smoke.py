@@ -27,7 +27,8 @@ import benchlib  # noqa: E402
 
 # program -> work units done in --short mode (the "work" field of its result)
 SHORT_WORK = {"two_threads": 15, "serial_chain": 50, "prodcons": 400, "pipeline": 300,
-              "spin_barrier": 100, "hash_table": 200000, "latency": 150, "io_sleep": 150}
+              "spin_barrier": 100, "hash_table": 200000, "latency": 150, "io_sleep": 150,
+              "over_barrier": 60, "over_pipeline": 400, "over_pool": 600}
 UPSTREAM = benchlib.upstream_available()
 NO_UPSTREAM = f"upstream COZ ({benchlib.UPSTREAM_COZ}) is not installed"
 ACCURACY_CASES = ["two_threads.A", "latency.PARSE", "spin_barrier.SPIN"]
