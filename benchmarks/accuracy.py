@@ -31,8 +31,10 @@ spot. Neither counts in the overall error.
 
 Each case belongs to a group, with a mean error of its own in the summary:
 `cpu` (lines that compute), `offcpu` (a wait: sleep, pipe read, fsync, lock
-wait; issue 11) and `units` (a call site or a function, fixed with
-`--fixed-callsite` / `--fixed-function`; issue 12). Upstream COZ sees no
+wait; issue 11), `units` (a call site or a function, fixed with
+`--fixed-callsite` / `--fixed-function`; issue 12) and `over` (lines that
+compute in programs with more runnable threads than cores, the over_*
+programs; issue 15: their only known answer is the real runs'). Upstream COZ sees no
 off-CPU time and has no units: for those cases it is not run, and its column
 says why ("blind", "no units").
 
@@ -73,7 +75,7 @@ class Case:
         self.kind = kind            # "throughput" or "latency"
         self.expect = expect        # "match", "contention" or "blind"
         self.known = known          # x -> program speedup from the header comment, or None
-        self.group = group          # "cpu", "offcpu" or "units": which mean error it counts in
+        self.group = group          # "cpu", "offcpu", "units" or "over": which mean error it counts in
         self.unit = unit            # "line", "function" or "callsite": what is sped up
         self.function = function    # the function's name, for a function unit (key marks its definition)
         self.measured = measured    # a "parts" name: real speedups against the part's measured shortening
@@ -105,7 +107,9 @@ WORK = {"two_threads": ("rounds", 300, 15), "serial_chain": ("iters", 1000, 50),
         "offcpu_sleep": ("iters", 1000, 100), "offcpu_pipe": ("items", 1500, 150),
         "offcpu_fsync": ("iters", 2000, 200), "offcpu_lock": ("rounds", 1000, 100),
         "offcpu_mix": ("rounds", 1000, 100), "units_sites": ("iters", 1000, 100),
-        "units_qsort": ("iters", 600, 60), "units_recursive": ("iters", 1000, 100)}
+        "units_qsort": ("iters", 600, 60), "units_recursive": ("iters", 1000, 100),
+        "over_barrier": ("rounds", 1200, 60), "over_pipeline": ("items", 8000, 400),
+        "over_pool": ("tasks", 12000, 600)}
 
 
 # With --short, our profiled run does this many times the short run's work: a
@@ -114,7 +118,7 @@ WORK = {"two_threads": ("rounds", 300, 15), "serial_chain": ("iters", 1000, 50),
 SHORT_WORK_OURS = 10
 
 
-GROUPS = {"cpu": "CPU", "offcpu": "off-CPU", "units": "unit"}
+GROUPS = {"cpu": "CPU", "offcpu": "off-CPU", "units": "unit", "over": "threads > cores"}
 SHARE = "share"   # known answer of a part on the critical path: x times its measured share
 BLIND = "blind: no off-CPU samples"
 NO_UNITS = "no units: lines only"
@@ -210,6 +214,20 @@ CASES = [
          unit="function", function="walk", upstream=NO_UNITS),
     Case("units_recursive.REC_CALL", "units_recursive", "REC_CALL", "units_recursive.iter",
          scaled("inner", 1000), group="units", unit="callsite", upstream=NO_UNITS),
+    # More runnable threads than cores (issue 15): no known answer but the real
+    # runs' (how the scheduler shares the cores decides it), so known=None.
+    Case("over_barrier.WORK_SLOW", "over_barrier", "WORK_SLOW", "over_barrier.round",
+         scaled("w0", 2000000), group="over"),
+    Case("over_barrier.WORK_FAST", "over_barrier", "WORK_FAST", "over_barrier.round",
+         scaled("w1", 1200000), group="over"),
+    Case("over_pipeline.STAGE2", "over_pipeline", "STAGE2", "over_pipeline.item",
+         scaled("s2", 300000), group="over"),
+    Case("over_pipeline.STAGE3", "over_pipeline", "STAGE3", "over_pipeline.item",
+         scaled("s3", 200000), group="over"),
+    Case("over_pool.TASK_A", "over_pool", "TASK_A", "over_pool.task", scaled("a", 300000),
+         group="over"),
+    Case("over_pool.TASK_B", "over_pool", "TASK_B", "over_pool.task", scaled("b", 100000),
+         group="over"),
 ]
 
 
