@@ -523,6 +523,11 @@ void poll_objects() {
 }
 
 void* profiler_main(void*) {
+  // Everything this thread calls is the runtime's own: the locks libdw
+  // initializes while symbolizing (one rwlock per compilation unit: over a
+  // thousand for libc's debug file) are not the program's, and recording
+  // each one's initialization site cost a whole stack unwind.
+  tls_in_runtime = 1;
   g_profiler->run();
   return nullptr;
 }
