@@ -5,7 +5,6 @@ Argument parsing is pure (see `parse_args`); only `main` prints and exits.
 """
 
 import argparse
-import shlex
 import sys
 
 from .errors import EXIT_LAUNCHER_ERROR, EXIT_USER_ERROR, CozError
@@ -20,7 +19,35 @@ SUBCOMMANDS = {
 }
 
 
+def _terminal_columns():
+    """shutil.get_terminal_size().columns without importing shutil (with zlib, bz2
+    and lzma), which argparse does for every argument it adds: $COLUMNS, else the
+    terminal of standard output, else 80."""
+    import os
+
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+        super().__init__(prog, indent_increment, max_help_position,
+                         _terminal_columns() - 2 if width is None else width)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message):
         raise CozError(message, hint=f"see '{self.prog} --help'")
 
@@ -39,6 +66,8 @@ class _Unavailable:
         missing = getattr(self.error, "name", None)
         if isinstance(self.error, ModuleNotFoundError) and missing and not missing.startswith("cozprof"):
             # A third-party module (numpy, matplotlib): say how to install it.
+            import shlex
+
             top = missing.split(".")[0]
             hint = f"install it: {shlex.quote(sys.executable)} -m pip install {top}"
         else:
@@ -70,9 +99,11 @@ def build_parser(only=None):
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name, (module, help_text) in SUBCOMMANDS.items():
+        if only and name != only:
+            continue  # not built: a parser costs ~1 ms (gettext looks for catalogs), and `coz run` waits for it
         p = sub.add_parser(name, help=help_text, description=help_text)
         if only is not None and name != only:
-            continue
+            continue  # NO_SUBCOMMAND: listed by `coz --help`, not imported
         try:
             mod = importlib.import_module(f".{module}", __package__)
         except ImportError as e:

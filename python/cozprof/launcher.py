@@ -12,7 +12,6 @@ import resource
 import signal
 import stat
 import struct
-import subprocess
 import sys
 
 from . import run_summary
@@ -362,6 +361,7 @@ def spawn_and_wait(argv, program, env):
     The handlers are installed before the child starts, so no signal falls into a gap;
     they are Python handlers rather than SIG_IGN because exec resets caught signals to
     their default in the child, whereas ignored ones would stay ignored there.
+    `status` is as subprocess.Popen gives it: the exit code, or minus the signal.
     """
     child = None
     pending = []
@@ -371,7 +371,7 @@ def spawn_and_wait(argv, program, env):
             pending.append(signum)
             return
         try:
-            child.send_signal(signum)
+            os.kill(child, signum)
         except ProcessLookupError:
             pass
 
@@ -383,15 +383,68 @@ def spawn_and_wait(argv, program, env):
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGHUP, forward)
     try:
-        child = subprocess.Popen(argv, executable=program, env=env)
+        child = _spawn(argv, program, env)
     except OSError as e:
         # ENOENT here is a missing #! interpreter: "not found", as env reports it.
         raise CozError(f"cannot run {program}: {e.strerror}",
                        hint="check the program's #! line and that it runs without coz",
                        status=EXIT_NOT_FOUND if e.errno == errno.ENOENT else EXIT_CANNOT_EXECUTE) from None
     for signum in pending:
-        child.send_signal(signum)
-    return child.wait(), child.pid
+        os.kill(child, signum)
+    _, wait_status = os.waitpid(child, 0)  # retried after each handler (PEP 475)
+    return os.waitstatus_to_exitcode(wait_status), child
+
+
+# Signals Python sets to SIG_IGN at start; the program gets them at their default, as
+# subprocess's restore_signals does.
+_RESTORED_SIGNALS = tuple(getattr(signal, n) for n in ("SIGPIPE", "SIGXFZ", "SIGXFSZ") if hasattr(signal, n))
+
+
+def _spawn(argv, program, env):
+    """fork and exec `program` as subprocess.Popen(argv, executable=program, env=env)
+    does (descriptors above 2 closed, ignored signals restored); returns the pid, or
+    raises the OSError of a failed exec. Not subprocess itself: importing it (threading,
+    selectors, locale) took 5-8 ms before the program's main."""
+    r, w = os.pipe()  # close-on-exec: EOF on r means the exec succeeded
+    try:
+        pid = os.fork()
+    except BaseException:
+        os.close(r)
+        os.close(w)
+        raise
+    if pid == 0:  # child: nothing here may return into the launcher's code
+        code = 0
+        try:
+            os.close(r)
+            # w may be below 3 when the launcher started without stdin or stdout.
+            os.closerange(3, max(3, w))
+            os.closerange(max(3, w + 1), max(os.sysconf("SC_OPEN_MAX"), w + 2, 256))
+            for sig in _RESTORED_SIGNALS:
+                signal.signal(sig, signal.SIG_DFL)
+            os.execve(program, argv, env)
+        except OSError as e:
+            code = e.errno or errno.EIO
+        except BaseException:  # noqa: BLE001 - the child must end here whatever happens
+            code = errno.EIO
+        try:
+            os.write(w, code.to_bytes(4, "little"))
+        finally:
+            os._exit(127)
+    os.close(w)
+    try:
+        data = b""
+        while True:
+            chunk = os.read(r, 4)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(r)
+    if data:
+        os.waitpid(pid, 0)
+        code = int.from_bytes(data[:4].ljust(4, b"\0"), "little")
+        raise OSError(code, os.strerror(code), program)
+    return pid
 
 
 def pass_status(status):
