@@ -110,6 +110,19 @@ def test_serial_chain_line_predicts_its_share_of_the_round(build, tmp_path, whic
     line = f"serial_ab.c:{marker_line('serial_ab', 'LINE_' + which)}"
     run = FixedLineRun(tmp_path, exe, [SERIAL_MS], line, SERIAL_EXPERIMENT)
     gain, expected, pred_error = serial_chain_check(run, which)
+    # The known answer holds when the thread ran whenever it could. When it
+    # waited for a CPU, its lines' shares of the wall time are what bursts of
+    # other work made them (B's 0.41 of the wall time for 1/3 of the CPU time
+    # beside two helpers' builds at a load average of 30), and virtual
+    # speedup, which delays by CPU time, cannot see them (docs/analysis.md,
+    # "Oversubscribed CPUs"): say what was found instead.
+    timed = printed(run.stdout, "serial_ab")[0]
+    waited = timed["loop_wall_ns"] / timed["loop_cpu_ns"] - 1
+    if waited >= QUIET_WAIT:
+        warnings.warn(f"serial chain {which}: the thread waited for a CPU {waited:.0%} of its CPU time (other "
+                      f"work on the machine), so the prediction is not compared with the known answer: "
+                      f"gain {gain:+.3f} against {expected:.3f}")
+        return
     # Measured on a 2-vCPU AMD EPYC VM shared with other work (runtime
     # 7028355), gain - expected over 20 runs per line: A -0.083 to +0.027,
     # B -0.087 to +0.041 (10 of them beside one busy loop); predicted at 50%
