@@ -1,5 +1,7 @@
 #include "debuginfo.h"
 
+#include "fds.h"
+
 #include <cxxabi.h>
 #include <dwarf.h>
 #include <elfutils/libdwelf.h>
@@ -44,12 +46,21 @@ bool debug_file_matches(Dwfl_Module* mod, int fd) {
 // download: with DEBUGINFOD_URLS set (Debian sets it in login shells) that
 // would make the profiled process reach the network and stall the profiler
 // thread for up to 90 s per object.
+Dwfl_Module* report_elf(Dwfl* dwfl, const std::string& path) {
+  int fd = open_high(path.c_str());
+  if (fd < 0) return nullptr;
+  Dwfl_Module* mod = dwfl_report_elf(dwfl, path.c_str(), path.c_str(), fd, 0, true);
+  if (!mod) close(fd);  // consumed only on success
+  return mod;
+}
+
 int find_debuginfo_local(Dwfl_Module* mod, void** userdata, const char* modname,
                          Dwarf_Addr base, const char* file_name, const char* debuglink_file,
                          GElf_Word debuglink_crc, char** debuginfo_file_name) {
   int fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name,
                                         debuglink_file, debuglink_crc, debuginfo_file_name);
-  if (fd >= 0 || !file_name) return fd;
+  if (fd >= 0) return move_fd_high(fd);
+  if (!file_name) return fd;
   const std::string file = file_name;
   const size_t slash = file.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : file.substr(0, slash);
@@ -80,7 +91,7 @@ int find_debuginfo_local(Dwfl_Module* mod, void** userdata, const char* modname,
   }
   for (const std::string& c : candidates) {
     if (c == file) continue;
-    fd = open(c.c_str(), O_RDONLY | O_CLOEXEC);
+    fd = open_high(c.c_str());
     if (fd < 0) continue;
     // Only a .gnu_debuglink search (CRC given) is checked here; libdw
     // checks an alternate file against its .gnu_debugaltlink build-id.

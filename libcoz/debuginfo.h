@@ -24,6 +24,12 @@ int find_debuginfo_local(Dwfl_Module* mod, void** userdata, const char* modname,
                          const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
                          char** debuginfo_file_name);
 
+// dwfl_report_elf (base 0, add_p_vaddr: module addresses are the file's own)
+// on a descriptor the runtime opened high (fds.h), which libdwfl keeps for
+// the session: its own open would take the program's lowest free number, its
+// stdout when the program started with it closed. Null on failure.
+Dwfl_Module* report_elf(Dwfl* dwfl, const std::string& path);
+
 // Lexical normalization: drops empty and "." components and folds
 // "dir/.." ("/build/obj/../src/app.c" becomes "/build/src/app.c").
 std::string normalize_path(const std::string& path);

@@ -25,4 +25,20 @@ int move_fd_high(int fd) {
   return high;
 }
 
+int open_high(const char* path) { return move_fd_high(open(path, O_RDONLY | O_CLOEXEC)); }
+
+void move_pipe_high(int fds[2]) {
+  const int base = runtime_fd_base();
+  for (int i = 0; i < 2; i++) {
+    if (fds[i] >= base) continue;
+    int saved = errno;
+    int high = fcntl(fds[i], F_DUPFD_CLOEXEC, base);
+    if (high >= 0) {
+      close(fds[i]);
+      fds[i] = high;
+    }
+    errno = saved;
+  }
+}
+
 }  // namespace coz

@@ -18,4 +18,16 @@ int runtime_fd_base();
 // set, `fd` closed) when no number is free there.
 int move_fd_high(int fd);
 
+// A pipe made by code running for the runtime (libunwind makes one to test
+// addresses before reading them): both ends moved high like move_fd_high,
+// in place in `fds`, so its owner keeps the new numbers. An end that cannot
+// move stays where it is. Without this the pipe took the program's lowest
+// free numbers: its stdout, when the program started with it closed.
+void move_pipe_high(int fds[2]);
+
+// Opens `path` read-only for the runtime's own reading (ELF and DWARF files
+// that libdwfl keeps open for the run), high like move_fd_high; -1 if it
+// cannot be opened.
+int open_high(const char* path);
+
 }  // namespace coz

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "real.h"
+#include "fds.h"
 #include "runtime.h"
 #include "sync_hooks.h"
 #include "waits.h"
@@ -569,14 +570,15 @@ COZ_EXPORT int epoll_pwait2(int fd, struct epoll_event* ev, int n, const struct 
 
 // ---- descriptors: what each links to (see waits.h) ----
 
+// a pipe of the program's links its threads; one of the runtime's own moves high.
 COZ_EXPORT int pipe(int fds[2]) noexcept {
   int rc = real_pipe()(fds);
-  if (rc == 0) coz::fds_pipe_created(fds);
+  if (rc == 0) coz::tls_in_runtime ? coz::move_pipe_high(fds) : coz::fds_pipe_created(fds);
   return rc;
 }
 COZ_EXPORT int pipe2(int fds[2], int flags) noexcept {
   int rc = real_pipe2()(fds, flags);
-  if (rc == 0) coz::fds_pipe_created(fds);
+  if (rc == 0) coz::tls_in_runtime ? coz::move_pipe_high(fds) : coz::fds_pipe_created(fds);
   return rc;
 }
 COZ_EXPORT int eventfd(unsigned int count, int flags) noexcept {

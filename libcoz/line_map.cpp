@@ -268,7 +268,7 @@ struct LineMap::Impl {
     if (!o->dwfl) return;
     // Base 0, add_p_vaddr: module addresses are the file's own vaddrs; the
     // run-time load bias is added by us.
-    Dwfl_Module* mod = dwfl_report_elf(o->dwfl, o->path.c_str(), o->path.c_str(), -1, 0, true);
+    Dwfl_Module* mod = report_elf(o->dwfl, o->path);
     dwfl_report_end(o->dwfl, nullptr, nullptr);
     if (!mod) return;
     void** userdata = nullptr;

@@ -89,7 +89,7 @@ struct Symbolizer::Impl {
     o->dwfl = dwfl_begin(&callbacks);
     if (!o->dwfl) return;
     // Base 0, add_p_vaddr: module addresses are the file's own.
-    o->module = dwfl_report_elf(o->dwfl, o->path.c_str(), o->path.c_str(), -1, 0, true);
+    o->module = report_elf(o->dwfl, o->path);
     dwfl_report_end(o->dwfl, nullptr, nullptr);
     if (!o->module) return;
     const unsigned char* id = nullptr;

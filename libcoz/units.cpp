@@ -220,7 +220,7 @@ struct UnitIndex::Impl {
     if (!dwfl) return false;
     bool any = false;
     // Base 0, add_p_vaddr: module addresses are the file's own.
-    Dwfl_Module* mod = dwfl_report_elf(dwfl, path.c_str(), path.c_str(), -1, 0, true);
+    Dwfl_Module* mod = report_elf(dwfl, path);
     dwfl_report_end(dwfl, nullptr, nullptr);
     if (mod) {
       void** userdata = nullptr;

@@ -2,9 +2,13 @@
 build it profiles, and the resources it takes from the program."""
 
 import os
+import shlex
 import subprocess
+import sys
 
-from conftest import PROGRAMS, coz_run, records
+import pytest
+
+from conftest import LIBCOZ, PROGRAMS, REPO, coz_run, records
 from hostile_common import preloaded_env
 
 
@@ -97,3 +101,30 @@ def test_deep_stacks_are_sampled_and_their_cut_is_counted(build, tmp_path):
                 counts[k] = counts.get(k, 0) + n
     bottom = sum(n for k, n in counts.items() if k.endswith("/" + marker("deep", "BOTTOM")))
     assert bottom > 0.8 * shutdown["samples"], counts
+
+
+def _low_fds(argv, close_stdout):
+    """What low_fds reports of its low descriptors, run from a shell with its
+    standard output closed or not."""
+    cmd = " ".join(shlex.quote(a) for a in argv) + (" >&-" if close_stdout else " >/dev/null")
+    env = dict(os.environ, COZ_LIBRARY=LIBCOZ, PYTHONPATH=os.path.join(REPO, "python"))
+    r = subprocess.run(["sh", "-c", cmd], capture_output=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr.decode()
+    (line,) = [x for x in r.stderr.decode().splitlines() if x.startswith("low_fds open:")]
+    return line
+
+
+@pytest.mark.parametrize("close_stdout", [False, True], ids=["stdout open", "stdout closed"])
+def test_the_programs_low_descriptors_are_as_without_the_profiler(build, tmp_path, close_stdout):
+    # The runtime's own descriptors (profile, perf events, the ELF and debug
+    # files it reads, libunwind's pipe) live high: the program's low numbers,
+    # its first open() and a closed standard output are what they are
+    # without the profiler (libunwind's pipe once took a closed stdout).
+    exe = build("low_fds")
+    plain = _low_fds([exe, "0.5"], close_stdout)
+    env_cmd = [sys.executable, "-m", "cozprof", "run", "-o", str(tmp_path / "l.coz"),
+               "--experiment-length", "50ms", "---", exe, "0.5"]
+    profiled = _low_fds(env_cmd, close_stdout)
+    assert profiled == plain, (profiled, plain)
+    assert ("Bad file descriptor" in plain) == close_stdout
+    assert records(tmp_path / "l.coz")[-1]["type"] == "shutdown"
