@@ -345,8 +345,7 @@ def run(args):
             print(f"coz: {key}={env[key]!r}", file=sys.stderr)
         print(f"coz: running {program}", file=sys.stderr)
     outputs = run_summary.Outputs(env["COZ_OUTPUT"], args.follow_children)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    flush_std()
     status, pid = spawn_and_wait(args.command, program, env)
     # Whatever way the program ended: its warnings once, and one summary line.
     run_summary.print_report(outputs, pid, exit_status=status if status >= 0 else None)
@@ -447,14 +446,22 @@ def _spawn(argv, program, env):
     return pid
 
 
+def flush_std():
+    """Flush the launcher's own standard output and error, those that are open
+    (a program may be started with either closed: `coz run --- prog >&-`, where
+    Python sets sys.stdout to None)."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+
+
 def pass_status(status):
     """Exit as the program did: return its exit code, or die by the signal that
     killed it (`status` is Popen's: negative for a signal)."""
     if status >= 0:
         return status
     sig = -status
-    sys.stdout.flush()
-    sys.stderr.flush()
+    flush_std()
     # Die by the same signal so the shell sees the same status; the child already
     # dumped core if it was going to, so the launcher must not add one of its own.
     try:

@@ -290,6 +290,8 @@ def print_report(outputs, root_pid, file=None, exit_status=None):
     """Print `report` to standard error. Nothing here may change the exit status
     of `coz run`: an unexpected failure costs the summary, one line says so."""
     file = sys.stderr if file is None else file
+    if file is None:
+        return  # started with standard error closed: nowhere to say it
     try:
         lines = report(outputs, root_pid, exit_status)
     except Exception as e:  # noqa: BLE001 - a bug must not take the program's status

@@ -2,6 +2,7 @@
 launcher's exit status / signal pass-through with a stand-in preload library."""
 
 import os
+import shlex
 import shutil
 import signal
 import stat
@@ -254,6 +255,21 @@ def test_exit_code_env_and_stdio_pass_through(stub_library, tmp_path):
     assert preload == stub_library
     assert output == str(tmp_path / "x.coz")
     assert (tmp_path / "marker").read_text().startswith("loaded")
+
+
+@pytest.mark.parametrize("closed", ["stdout", "stdout and stderr"])
+def test_closed_standard_streams_pass_through(stub_library, tmp_path, closed):
+    # The program runs as it would with the same descriptors closed, and the
+    # launcher neither crashes nor reopens them.
+    redirect = ">&-" if closed == "stdout" else ">&- 2>&-"
+    env = dict(os.environ, COZ_LIBRARY=stub_library, PYTHONPATH=PYTHON_PATH,
+               STUB_MARKER=str(tmp_path / "marker"))
+    program = "import os, sys\ntry:\n    os.fstat(1)\nexcept OSError:\n    sys.exit(5)"
+    cmd = (f"{shlex.quote(sys.executable)} -m cozprof run -o x.coz --- {shlex.quote(sys.executable)} "
+           f"-c {shlex.quote(program)} {redirect}")
+    r = subprocess.run(["sh", "-c", cmd], env=env, cwd=tmp_path, capture_output=True, timeout=30)
+    assert r.returncode == 5, r.stderr.decode()
+    assert b"Traceback" not in r.stderr
 
 
 def test_death_by_signal_is_passed_through(stub_library, tmp_path):
