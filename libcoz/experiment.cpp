@@ -234,7 +234,10 @@ void Profiler::drain() {
       ThreadInfo& info = threads_[t->tid];
       for (int k = 0; k < kWaitKinds; k++) info.waits[k] = t->wait_total_ns[k].load(std::memory_order_relaxed);
       info.paused_ns = t->paused_ns.load(std::memory_order_relaxed);
-      if (!config_.sampling_only) info.voluntary_ns = __atomic_load_n(&t->switches.voluntary_ns, __ATOMIC_RELAXED);
+      if (!config_.sampling_only) {
+        info.voluntary_ns = __atomic_load_n(&t->switches.voluntary_ns, __ATOMIC_RELAXED);
+        info.before_block_ns = __atomic_load_n(&t->switches.before_block_ns, __ATOMIC_RELAXED);
+      }
     }
     // Statistics, before an exited thread's state is recycled.
     auto take = [](std::atomic<uint64_t>& counter, uint64_t* reported, uint64_t* total) {
@@ -276,6 +279,7 @@ void Profiler::drain() {
     total_lost_ += lost;
     total_skipped_ += skipped;
     info.voluntary_ns = info.switches.voluntary_ns;
+    info.before_block_ns = info.switches.before_block_ns;
   }
   for (Pending& p : pending_) {
     const Sample& smp = p.smp;
@@ -515,6 +519,10 @@ void Profiler::account_other_waits(uint64_t period) {
       if (k != static_cast<int>(WaitKind::kSched) && k != static_cast<int>(WaitKind::kOther)) known += info.waits[k];
     known += info.paused_ns;
     uint64_t other = info.voluntary_ns > known ? info.voluntary_ns - known : 0;
+    if (info.before_block_ns > info.before_block_shown_ns) {
+      info.record.wait_ns[static_cast<int>(WaitKind::kSched)] += info.before_block_ns - info.before_block_shown_ns;
+      info.before_block_shown_ns = info.before_block_ns;
+    }
     uint64_t& shown = info.record.wait_ns[static_cast<int>(WaitKind::kOther)];
     if (other > shown) {
       info.other_rest_ns += other - shown;

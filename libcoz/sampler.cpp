@@ -230,13 +230,16 @@ uint64_t drain_perf(ThreadState* t, void* uc) {
         hit_ns += record_sample(t, &smp);
       }
     } else if (hdr.type == PERF_RECORD_SWITCH && len >= 8) {
-      t->switches.on_switch(hdr.misc, r.word(body));  // sample_id: the time only
+      t->switches.on_switch(hdr.misc, r.word(body), tail == t->wake_tail);  // sample_id: the time only
     } else if (hdr.type == PERF_RECORD_LOST && len >= 16) {
       t->lost_records.fetch_add(r.word(body + 8), std::memory_order_relaxed);  // id, lost
     }
     tail += hdr.size;
   }
   __atomic_store_n(&page->data_tail, tail, __ATOMIC_RELEASE);
+  // A drain outside a sample signal is a wake's (hook_wake): what the ring
+  // shows next happened after it.
+  t->wake_tail = uc ? UINT64_MAX : tail;
   return hit_ns;
 }
 
@@ -269,6 +272,14 @@ uint64_t sample_from_context(ThreadState* t, void* uc, int overrun) {
   uint64_t waited = schedstat_wait_ns();
   smp.wait_ns = waited > t->timer_waited_ns && t->timer_waited_ns ? waited - t->timer_waited_ns : 0;
   t->timer_waited_ns = waited;
+  // As with switch records: a thread that blocked since its previous sample
+  // may have been preempted on the way to its wait, which is no cost of the
+  // line it runs now. Without the records' order, such waits go uncharged.
+  struct rusage ru;
+  if (sys(SYS_getrusage, RUSAGE_THREAD, &ru) == 0) {
+    if (ru.ru_nvcsw != t->timer_nvcsw) smp.wait_ns = 0;
+    t->timer_nvcsw = ru.ru_nvcsw;
+  }
   smp.n = 1;
   smp.pcs[0] = context_ip(uc);
   unwind_context(uc, &smp);

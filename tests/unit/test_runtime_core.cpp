@@ -996,3 +996,44 @@ TEST(Locks, ALiveThreadsCountsAreReplacedAnEndedOnesAddedOnce) {
   free_lock_table(t1.locks);
   free_lock_table(t2.locks);
 }
+
+// Switch records: what a thread waited for a CPU is charged to the line of
+// its next sample, except where it sat preempted on the way to a wait.
+namespace {
+constexpr uint16_t kOut = 1u << 13, kPreempt = 1u << 14;
+}
+
+TEST(SwitchState, PreemptionMidLineIsChargedToTheNextSample) {
+  coz::SwitchState s;
+  s.on_switch(kOut | kPreempt, 1000);
+  s.on_switch(0, 4000);
+  EXPECT_EQ(s.take_preempted(), 3000u);
+  EXPECT_EQ(s.before_block_ns, 0u);
+  EXPECT_EQ(s.take_preempted(), 0u);
+}
+
+TEST(SwitchState, WakeupPreemptionIsChargedToNoLine) {
+  // The first record after a wake is a preempting switch out: the woken
+  // thread took the waker's CPU in the hand-off code.
+  coz::SwitchState s;
+  s.on_switch(kOut | kPreempt, 1000, /*by_wake=*/true);
+  s.on_switch(0, 5000);
+  EXPECT_EQ(s.take_preempted(), 0u);
+  EXPECT_EQ(s.before_block_ns, 4000u);
+  // Its next preemption, with no wake before it, is charged again.
+  s.on_switch(kOut | kPreempt, 6000);
+  s.on_switch(0, 7000);
+  EXPECT_EQ(s.take_preempted(), 1000u);
+  EXPECT_EQ(s.before_block_ns, 4000u);
+}
+
+TEST(SwitchState, PreemptionFollowedByABlockBeforeTheNextSampleIsChargedToNoLine) {
+  coz::SwitchState s;
+  s.on_switch(kOut | kPreempt, 1000);
+  s.on_switch(0, 3000);
+  s.on_switch(kOut, 3500);  // blocks: the wait is voluntary time
+  s.on_switch(0, 9500);
+  EXPECT_EQ(s.take_preempted(), 0u);
+  EXPECT_EQ(s.before_block_ns, 2000u);
+  EXPECT_EQ(s.voluntary_ns, 6000u);
+}
