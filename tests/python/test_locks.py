@@ -166,6 +166,13 @@ def test_contended_by_rate_or_by_waiting():
     assert locks.contended_by({"contention": 0.01, "waiting_share": 0.3}, th) == "waiting"
     assert locks.contended_by({"contention": 0.2, "waiting_share": 0.3}, th) == "rate and waiting"
     assert locks.contended_by({"contention": 0.01, "waiting_share": 0.05}, th) is None
+    # Frequent, and waited for around a few instructions but seldom found
+    # taken: a preempted holder's waits, the acquisitions are the cost (Q4).
+    short, busy = th["short_hold_ns"], th["frequency"] * 10
+    fig = {"frequency": busy, "contention": 0.0001, "waiting_share": 0.1, "mean_hold_ns": short - 1}
+    assert locks.quadrant(fig, th) == "Q4"
+    assert locks.quadrant(dict(fig, mean_hold_ns=short), th) == "Q2"
+    assert locks.quadrant(dict(fig, contention=0.2), th) == "Q2"
     f = locks.figures({"acquisitions": 100, "contended": 1, "wait_ns": 3 * 10**8, "hold_ns": 0,
                        "trylocks": 0, "trylock_failures": 0}, E9, threads=2)
     assert f["waiting_share"] == 0.15 and f["wait_share"] == 0.3 and f["wait_per_acquisition_ns"] == 3 * 10**6
