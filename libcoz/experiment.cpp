@@ -245,7 +245,6 @@ void Profiler::drain() {
       *total += v - *reported;
       *reported = v;
     };
-    take(t->samples, &t->reported_samples, &total_samples_);
     take(t->lost_records, &t->reported_lost, &total_lost_);
     take(t->dropped_samples, &t->reported_dropped, &total_dropped_);
     take(t->skipped_records, &t->reported_skipped, &total_skipped_);
@@ -273,7 +272,6 @@ void Profiler::drain() {
     uint64_t lost = 0, skipped = 0;
     parse_records(taken_bytes_.data() + tk.offset, tk.size, &info.switches, tk.period_ns, &lost, &skipped,
                   [&](Sample& smp) {
-                    total_samples_++;
                     pending_.push_back({tk.tid, smp});
                   });
     total_lost_ += lost;
@@ -289,6 +287,10 @@ void Profiler::drain() {
       account_blocked(p.tid, kind, smp);
       continue;
     }
+    // Counted as processed: the threads' own counts would also hold a
+    // sample pushed after the last look took their rings, which nothing
+    // processes (the shutdown record said one more sample than its stacks).
+    total_samples_++;
     info.last_cpu = &p.smp;
     info.record.cpu_ns += smp.weight_ns;
     stacks_.add(p.tid, StackKind::kCpu, smp.pcs, smp.n, smp.weight_ns);

@@ -58,7 +58,6 @@ pid_t gettid_raw() { return static_cast<pid_t>(sys(SYS_gettid)); }
 // Returns the CPU time the hit stands for (0: no hit).
 uint64_t record_sample(ThreadState* t, Sample* smp) {
   Shared& s = shared();
-  t->samples.fetch_add(1, std::memory_order_relaxed);
   uint64_t hit_ns = 0;
   const RangeSet* sel = s.selected.load(std::memory_order_acquire);
   if (sel && chain_selected(sel, s.scope.load(std::memory_order_acquire),

@@ -198,13 +198,11 @@ struct ThreadState {
   SampleRing ring;
 
   // Statistics [sig] (owner writes, profiler reads).
-  std::atomic<uint64_t> samples{0};
   std::atomic<uint64_t> lost_records{0};      // the kernel's PERF_RECORD_LOST counts
   std::atomic<uint64_t> dropped_samples{0};   // ring full
   std::atomic<uint64_t> skipped_records{0};   // records the sampler could not read (malformed, too long)
 
   // What the profiler thread has already added to its totals (profiler only).
-  uint64_t reported_samples = 0;
   uint64_t reported_lost = 0;
   uint64_t reported_dropped = 0;
   uint64_t reported_skipped = 0;
