@@ -8,10 +8,20 @@ test command builds it first.
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
 import pytest
+
+# The programs start as from an interactive shell's foreground: SIGINT and
+# SIGQUIT at their defaults, nothing blocked. A suite started in the
+# background of a shell without job control (`cmd &`) would pass them on
+# ignored (dispositions SIG_IGN survive exec), and the tests that check a
+# program's signals would see the launcher's environment, not the product.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+signal.pthread_sigmask(signal.SIG_SETMASK, [])
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "python"))
