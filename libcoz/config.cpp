@@ -129,10 +129,10 @@ const std::vector<Option>& options() {
        }},
       {"COZ_FOLLOW_CHILDREN", "0 or 1",
        [](const char* v, Config* c) { return parse_bool(v, &c->follow_children); }},
-      {"COZ_BLOCKED_SCOPE", "letters among i (I/O), l (locks), s (sleeps), y (synchronization), or nothing",
+      {"COZ_BLOCKED_SCOPE", "letters among i (I/O), l (locks), s (sleeps), b (synchronization; y before), or nothing",
        [](const char* v, Config* c) {
          c->blocked_scope = v;
-         return c->blocked_scope.find_first_not_of("ilsy") == std::string::npos;
+         return c->blocked_scope.find_first_not_of("ilsby") == std::string::npos;
        }},
       {"COZ_LOCKS_ONLY", "0 or 1",
        [](const char* v, Config* c) { return parse_bool(v, &c->locks_only); }},

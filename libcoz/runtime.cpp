@@ -655,7 +655,7 @@ void runtime_init() {
   // measure waits: no delay is ever owed, and the profiler thread alone
   // reads the perf rings).
   uint32_t scope_bits = 0;
-  for (char c : config.blocked_scope)
+  for (char c : config.blocked_scope)  // b (or y, its earlier spelling): synchronization
     scope_bits |= 1u << static_cast<int>(c == 'i' ? WaitKind::kIo : c == 'l' ? WaitKind::kLock
                                         : c == 's' ? WaitKind::kSleep : WaitKind::kSync);
   shared().blocked_scope.store(scope_bits);

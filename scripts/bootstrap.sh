@@ -57,6 +57,11 @@ install_python() {
     log "installing the coz Python package and its dependencies"
     "$VENV/bin/pip" install -q --disable-pip-version-check -e "$ROOT[test]"
   fi
+  # The package's compiled bytecode: an editable install leaves it to the
+  # first import, which PYTHONDONTWRITEBYTECODE (set on some hosts) forbids,
+  # and every `coz run` then compiled the launcher and the profile parser
+  # again (tens of milliseconds at each launch and exit).
+  "$VENV/bin/python" -m compileall -q "$ROOT/python/cozprof" >/dev/null
 }
 
 # The viewer's packages (uplot, d3, d3-flame-graph, playwright-core): every one

@@ -53,7 +53,7 @@ def add_arguments(p):
                    help="one experiment per run, measured from start to exit")
     p.add_argument("--blocked-scope", default="ils", metavar="LETTERS",
                    help="waits experiments may speed up, as BCOZ names them: i (I/O), l (locks), "
-                        "s (sleeps), y (synchronization: waits for another thread's work); "
+                        "s (sleeps), b (synchronization: waits for another thread's work); "
                         "default ils; '' for none")
     p.add_argument("--locks-only", action="store_true",
                    help="collect the synchronization counters (coz locks) and per-thread time only: "
@@ -137,10 +137,13 @@ def validate(args):
     if args.sampling_only and args.locks_only:
         raise CozError("--sampling-only and --locks-only cannot go together",
                        hint="--locks-only takes no samples; drop one of them")
-    if any(c not in "ilsy" for c in args.blocked_scope) or len(set(args.blocked_scope)) != len(args.blocked_scope):
+    # y: this option's earlier letter for synchronization, still taken.
+    letters = args.blocked_scope.replace("y", "b")
+    if any(c not in "ilsb" for c in letters) or len(set(letters)) != len(letters):
         raise CozError(f"bad --blocked-scope {args.blocked_scope!r}",
-                       hint="give letters among i (I/O), l (locks), s (sleeps), y (synchronization), "
+                       hint="give letters among i (I/O), l (locks), s (sleeps), b (synchronization), "
                             "each once, e.g. --blocked-scope ils")
+    args.blocked_scope = letters
     args.binary_scope = args.binary_scope or ["MAIN"]
     args.source_scope = args.source_scope or ["%"]
     args.progress = args.progress or []

@@ -25,7 +25,7 @@ WAIT_KINDS = profile_mod.WAIT_KINDS
 CPU = "cpu"
 
 # Letters of --blocked-scope (the startup record's `blocked_scope`).
-SCOPE_LETTERS = {"i": "io", "l": "lock", "s": "sleep", "y": "sync"}
+SCOPE_LETTERS = {"i": "io", "l": "lock", "s": "sleep", "b": "sync", "y": "sync"}  # y: earlier spelling of b
 DEFAULT_SAMPLE_PERIOD_NS = 1000000
 
 

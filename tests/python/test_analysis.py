@@ -246,7 +246,7 @@ def test_phase_correction_counts_the_waits_it_speeds_up():
     # (Counting CPU samples alone, 30 observed and 100 in all, would have given 1.0.)
 
 
-@pytest.mark.parametrize("scope, s", [("ilsy", 1460), ("il", 100), (None, 100)])
+@pytest.mark.parametrize("scope, s", [("ilsb", 1460), ("ilsy", 1460), ("il", 100), (None, 100)])
 def test_phase_correction_follows_the_runs_blocked_scope(tmp_path, scope, s):
     path = _rewrite_startup(os.path.join(FIXTURES, "offcpu.coz"), tmp_path / "o.coz", blocked_scope=scope)
     a = only(run([path]), "/src/o.c:9")

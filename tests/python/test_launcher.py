@@ -108,7 +108,7 @@ def test_build_env_contract():
     a = parse("-b", "MAIN", "-b", "libfoo%", "-s", "%/src/%", "-p", "a.c:1", "-p", "b.c:2",
               "-o", "out-%p.coz", "--fixed-line", "a.c:7", "--fixed-speedup", "25",
               "--end-to-end", "--sample-period", "500us", "--experiment-length", "2",
-              "--format", "legacy", "-v", "--follow-children", "--blocked-scope", "ly", "---", "x")
+              "--format", "legacy", "-v", "--follow-children", "--blocked-scope", "lb", "---", "x")
     base = {"PATH": "/bin", "LD_PRELOAD": "/opt/other.so", "COZ_FIXED_LINE": "stale:1",
             "COZ_LIBRARY": "/keep.so"}
     env = launcher.build_env(a, "/lib/libcoz.so", base_env=base, launcher_pid=4242)
@@ -128,7 +128,7 @@ def test_build_env_contract():
         "COZ_VERBOSE": "1",
         "COZ_FOLLOW_CHILDREN": "1",
         "COZ_LAUNCHER_PID": "4242",
-        "COZ_BLOCKED_SCOPE": "ly",
+        "COZ_BLOCKED_SCOPE": "lb",
     }
     assert env["LD_PRELOAD"] == "/lib/libcoz.so:/opt/other.so"
     assert env["PATH"] == "/bin"
@@ -442,6 +442,10 @@ def test_blocked_scope_takes_bcoz_letters_once_each():
     assert env["COZ_BLOCKED_SCOPE"] == "ils"
     assert launcher.build_env(parse("--blocked-scope", "", "---", "x"), "/l.so", base_env={},
                               launcher_pid=1)["COZ_BLOCKED_SCOPE"] == ""
-    for bad in ("q", "ii", "IL"):
+    # b: synchronization; y, its earlier letter, is taken and written as b.
+    for letters, written in (("ilsb", "ilsb"), ("ly", "lb")):
+        assert launcher.build_env(parse("--blocked-scope", letters, "---", "x"), "/l.so", base_env={},
+                                  launcher_pid=1)["COZ_BLOCKED_SCOPE"] == written
+    for bad in ("q", "ii", "IL", "by"):
         with pytest.raises(CozError, match="bad --blocked-scope"):
             parse("--blocked-scope", bad, "---", "x")

@@ -114,12 +114,22 @@ TEST(Config, RejectsBadValuesNamingTheVariable) {
       {{"COZ_FIXED_LINE", "app.c:x"}}, {{"COZ_PROGRESS_POINTS", "a.c:1\tnoline"}}, {{"COZ_END_TO_END", "maybe"}},
       {{"COZ_BINARY_SCOPE", ""}},     {{"COZ_UNITS", "line,lines"}},  {{"COZ_UNITS", "line,line"}},
       {{"COZ_UNITS", ""}},            {{"COZ_FIXED_CALLSITE", "app.c"}}, {{"COZ_LOCK_COUNTERS", "maybe"}},
+      {{"COZ_BLOCKED_SCOPE", "ilsq"}},
   };
   for (const auto& m : bad) {
     Config c;
     std::string err;
     EXPECT_FALSE(parse_config(env_of(m), &c, &err)) << m.begin()->first << "=" << m.begin()->second;
     EXPECT_NE(err.find(m.begin()->first), std::string::npos) << err;
+  }
+}
+
+TEST(Config, BlockedScopeTakesBAndItsEarlierSpellingY) {
+  for (const char* letters : {"ilsb", "ilsy", ""}) {
+    Config c;
+    std::string err;
+    EXPECT_TRUE(parse_config(env_of({{"COZ_BLOCKED_SCOPE", letters}}), &c, &err)) << letters << ": " << err;
+    EXPECT_EQ(c.blocked_scope, letters);
   }
 }
 
