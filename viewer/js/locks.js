@@ -4,7 +4,8 @@
  * acquisition sites (per call site, with the causal prediction of the site's
  * line when the analysis has one) and its critical sections with the causal
  * predictions joined to them. Then every lock family, the other
- * synchronization objects, and the thread groups' load imbalance.
+ * synchronization objects, the thread groups' load imbalance, and the joins
+ * per call site.
  */
 (function () {
   'use strict';
@@ -142,6 +143,45 @@
     panel.appendChild(other);
 
     panel.appendChild(imbalance(r.load_imbalance));
+    panel.appendChild(joinsSection(list(r.joins)));
+  }
+
+  // Joins, per call site, apart from the locks: a join that waits is the
+  // joiner waiting for another thread's work (load imbalance), not
+  // contention for data (docs/locks.md, section 2).
+  function joinsSection(joins) {
+    var box = make('details', 'section');
+    box.id = 'locks-joins';
+    var calls = 0, waited = 0, total = 0;
+    joins.forEach(function (j) {
+      var fg = j.figures || {};
+      calls += isNum(fg.acquisitions) ? fg.acquisitions : 0;
+      waited += isNum(fg.contended) ? fg.contended : 0;
+      total += isNum(fg.wait_ns) ? fg.wait_ns : 0;
+    });
+    box.appendChild(make('summary', null, 'Joins (' + joins.length + ' call site' + (joins.length === 1 ? '' : 's') +
+      (joins.length ? ', ' + calls + ' calls, ' + waited + ' waited for a thread still running, ' + time(total) + ' in all' : '') + ')'));
+    if (!joins.length) {
+      box.appendChild(make('p', 'muted', 'The run joined no thread.'));
+      return box;
+    }
+    var t = table('locks-joins-table', ['join site', 'calls', 'waited', 'total wait', 'mean wait'], [1, 2, 3, 4]);
+    joins.forEach(function (j) {
+      var fg = j.figures || {};
+      var tr = make('tr', 'join-row');
+      tr.dataset.key = j.key || '';
+      var site = make('code', null, j.site ? Coz.shortLine(j.site) : (j.key || '?'));
+      site.title = j.site || j.key || '';
+      [site, num0(fg.acquisitions), num0(fg.contended) + (isNum(fg.contention) ? ' (' + share(fg.contention) + ')' : ''),
+        time(fg.wait_ns), time(fg.mean_wait_ns)].forEach(function (c, i) {
+        var td = make('td', i ? 'num' : null);
+        if (typeof c === 'string') td.textContent = c; else td.appendChild(c);
+        tr.appendChild(td);
+      });
+      t.body.appendChild(tr);
+    });
+    box.appendChild(t.wrap);
+    return box;
   }
 
   function num0(v) { return isNum(v) ? String(Math.round(v)) : 'n/a'; }

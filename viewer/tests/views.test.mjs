@@ -248,6 +248,14 @@ test('locks: the findings of coz locks --json, with their critical sections\' ca
   await page.click('#locks-all summary');
   assert.equal(await page.locator('#locks-every tr.lock-row').count(), locks.locks.length);
   await page.click('#locks-all summary');
+  // Joins, apart from the locks: the report's, per call site.
+  assert.ok(locks.joins.length >= 1, 'the fixture\'s main thread joins its workers');
+  await page.click('#locks-joins summary');
+  const joinRows = await page.$$eval('#locks-joins-table tbody tr', (rs) => rs.map((r) => [...r.cells].map((c) => c.textContent)));
+  assert.deepEqual(joinRows.map((r) => [tail(r[0]), Number(r[1]), Number(r[2].split(' ')[0])]),
+    locks.joins.map((j) => [tail(j.site), j.figures.acquisitions, j.figures.contended]));
+  assert.match(await page.locator('#locks-joins summary').textContent(),
+    new RegExp(`${locks.joins.reduce((n, j) => n + j.figures.acquisitions, 0)} calls`));
   assert.deepEqual(page.errors, []);
   await page.screenshot({ path: artifact('viewer-locks.png'), fullPage: true });
   await page.close();
