@@ -141,12 +141,25 @@ def _end_by(sig, mode, tmp_path, group):
     statuses = []
     for profiled in (False, True):
         proc = _start([exe, mode], profiled, out, group=group)
-        _ready_pid(proc)
-        if group:
-            os.killpg(proc.pid, sig)  # as a terminal's ^C reaches the whole foreground group
-        else:
-            os.kill(proc.pid, sig)  # the launcher passes it on
-        stdout, stderr = proc.communicate(timeout=30)
+        pid = None
+        try:
+            pid = _ready_pid(proc)
+            if group:
+                os.killpg(proc.pid, sig)  # as a terminal's ^C reaches the whole foreground group
+            else:
+                os.kill(proc.pid, sig)  # the launcher passes it on
+            stdout, stderr = proc.communicate(timeout=30)
+        finally:
+            # A program that outlived the test (the signal ignored) would spin
+            # on, a busy loop beside every later test.
+            if proc.returncode is None:
+                for p in (pid, proc.pid):
+                    try:
+                        if p is not None:
+                            os.kill(p, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                proc.communicate()
         statuses.append((proc.returncode, stdout))
     assert statuses[0] == statuses[1]
     return statuses[0][0], records(out)
