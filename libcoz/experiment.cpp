@@ -236,7 +236,7 @@ void Profiler::drain() {
       info.paused_ns = t->paused_ns.load(std::memory_order_relaxed);
       if (!config_.sampling_only) {
         info.voluntary_ns = __atomic_load_n(&t->switches.voluntary_ns, __ATOMIC_RELAXED);
-        info.before_block_ns = __atomic_load_n(&t->switches.before_block_ns, __ATOMIC_RELAXED);
+        info.uncharged_ns = __atomic_load_n(&t->switches.uncharged_ns, __ATOMIC_RELAXED);
       }
     }
     // Statistics, before an exited thread's state is recycled.
@@ -277,7 +277,7 @@ void Profiler::drain() {
     total_lost_ += lost;
     total_skipped_ += skipped;
     info.voluntary_ns = info.switches.voluntary_ns;
-    info.before_block_ns = info.switches.before_block_ns;
+    info.uncharged_ns = info.switches.uncharged_ns;
   }
   for (Pending& p : pending_) {
     const Sample& smp = p.smp;
@@ -521,9 +521,9 @@ void Profiler::account_other_waits(uint64_t period) {
       if (k != static_cast<int>(WaitKind::kSched) && k != static_cast<int>(WaitKind::kOther)) known += info.waits[k];
     known += info.paused_ns;
     uint64_t other = info.voluntary_ns > known ? info.voluntary_ns - known : 0;
-    if (info.before_block_ns > info.before_block_shown_ns) {
-      info.record.wait_ns[static_cast<int>(WaitKind::kSched)] += info.before_block_ns - info.before_block_shown_ns;
-      info.before_block_shown_ns = info.before_block_ns;
+    if (info.uncharged_ns > info.uncharged_shown_ns) {
+      info.record.wait_ns[static_cast<int>(WaitKind::kSched)] += info.uncharged_ns - info.uncharged_shown_ns;
+      info.uncharged_shown_ns = info.uncharged_ns;
     }
     uint64_t& shown = info.record.wait_ns[static_cast<int>(WaitKind::kOther)];
     if (other > shown) {

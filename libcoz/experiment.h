@@ -167,8 +167,8 @@ class Profiler {
     SwitchState switches;        // sampling-only: its switch records, parsed here
     uint64_t waits[6] = {0, 0, 0, 0, 0, 0};  // interposed waits' totals (the thread's counters)
     uint64_t voluntary_ns = 0;   // off the CPU of its own accord (switch records)
-    uint64_t before_block_ns = 0;        // preempted on the way to a wait (switch records), charged to no line
-    uint64_t before_block_shown_ns = 0;  // how much of it the record's sched wait already holds
+    uint64_t uncharged_ns = 0;        // wakeup preemptions (switch records), charged to no line
+    uint64_t uncharged_shown_ns = 0;  // how much of it the record's sched wait already holds
     uint64_t paused_ns = 0;      // the runtime's own pauses (delays)
     uint64_t other_rest_ns = 0;  // `other` waiting time not yet worth a whole blocked sample
     const Sample* last_cpu = nullptr;  // its latest CPU sample in this look (where waits resumed)

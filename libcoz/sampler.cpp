@@ -271,14 +271,6 @@ uint64_t sample_from_context(ThreadState* t, void* uc, int overrun) {
   uint64_t waited = schedstat_wait_ns();
   smp.wait_ns = waited > t->timer_waited_ns && t->timer_waited_ns ? waited - t->timer_waited_ns : 0;
   t->timer_waited_ns = waited;
-  // As with switch records: a thread that blocked since its previous sample
-  // may have been preempted on the way to its wait, which is no cost of the
-  // line it runs now. Without the records' order, such waits go uncharged.
-  struct rusage ru;
-  if (sys(SYS_getrusage, RUSAGE_THREAD, &ru) == 0) {
-    if (ru.ru_nvcsw != t->timer_nvcsw) smp.wait_ns = 0;
-    t->timer_nvcsw = ru.ru_nvcsw;
-  }
   smp.n = 1;
   smp.pcs[0] = context_ip(uc);
   unwind_context(uc, &smp);

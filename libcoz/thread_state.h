@@ -110,7 +110,7 @@ struct SwitchState {
   bool out_uncharged = false;  // the switch out was a wakeup preemption (see on_switch)
   uint64_t preempted_ns = 0;  // since the last take_preempted()
   uint64_t voluntary_ns = 0;  // total off the CPU of its own accord (blocked, asleep); read by the profiler
-  uint64_t before_block_ns = 0;  // total preempted time charged to no line (see on_switch); read by the profiler
+  uint64_t uncharged_ns = 0;  // total wakeup preemptions, charged to no line (see on_switch); read by the profiler
 
   // `misc` is the record header's (PERF_RECORD_MISC_SWITCH_OUT, _PREEMPT
   // bits). `by_wake`: the switch out is the first record since the thread
@@ -120,24 +120,13 @@ struct SwitchState {
       out_ns = time;
       out_preempted = (misc & (1u << 14)) != 0;  // PERF_RECORD_MISC_SWITCH_OUT_PREEMPT
       out_uncharged = out_preempted && by_wake;
-      if (!out_preempted && preempted_ns) {
-        // Preempted, then blocked before its next sample: the preemption
-        // fell on the way to the wait (typically a woken thread taking the
-        // waker's CPU between its wake call and its own wait), not on the
-        // line the thread runs after it wakes. Charged to that line, it made
-        // a hand-off's next line look longer by the time the waker sat
-        // preempted (slope 0.2-0.3 above the line's share beside a busy
-        // loop). Reported as scheduling delay, charged to no line.
-        __atomic_store_n(&before_block_ns, before_block_ns + preempted_ns, __ATOMIC_RELAXED);
-        preempted_ns = 0;
-      }
     } else {
       if (out_ns && time > out_ns) {
         if (out_uncharged)
           // Sat preempted by the thread it had just woken, in the hand-off
           // code: the time belongs to the hand-off (the woken thread's run),
           // not to the line this thread runs next.
-          __atomic_store_n(&before_block_ns, before_block_ns + (time - out_ns), __ATOMIC_RELAXED);
+          __atomic_store_n(&uncharged_ns, uncharged_ns + (time - out_ns), __ATOMIC_RELAXED);
         else if (out_preempted)
           preempted_ns += time - out_ns;
         else
@@ -191,7 +180,6 @@ struct ThreadState {
   // Context switches, from the perf ring's switch records [sig].
   SwitchState switches;
   uint64_t timer_waited_ns = 0;  // timer sampler: schedstat's wait time at the previous sample
-  long timer_nvcsw = 0;          // timer sampler: voluntary switches at the previous sample
   uint64_t wake_tail = UINT64_MAX;  // perf ring position where records after the latest wake begin
 
   // Samples for the profiler thread.

@@ -6,7 +6,11 @@
  *   eventfd - eventfd written by one thread, epoll_wait in the other
  *   pipe    - a pipe of this process, poll() then read()
  *   c11     - C11 threads, mtx_t and cnd_t
- * Runs for SECONDS of wall time.  Usage: pingpong MODE SECONDS [X Y] */
+ * Runs for SECONDS of wall time. With REPORT, writes there the wall time
+ * thread A spent in LINE_X and the wall time of its rounds, in ns: what a
+ * faster LINE_X would save, when other work competes for the CPUs too (the
+ * samples' share leaves out the hand-offs' latency, which a loaded machine
+ * lengthens).  Usage: pingpong MODE SECONDS [X Y [REPORT]] */
 #include <coz.h>
 #include <linux/futex.h>
 #include <poll.h>
@@ -87,14 +91,22 @@ static void wait_for(int me) {
   }
 }
 
+static double x_wall, rounds_start, rounds_end;
+
 static int thread_a(void* arg) {
   unsigned long x = (uintptr_t)arg;
+  rounds_start = now();
   for (;;) {
+    double t0 = now();
     SPIN(x, steps_x); /* LINE_X */
+    x_wall += now() - t0;
     COZ_PROGRESS_NAMED("round");
     int stop = now() >= end_time;
     give(1, stop ? 2 : 1);
-    if (stop) break;
+    if (stop) {
+      rounds_end = now();
+      break;
+    }
     wait_for(0);
   }
   result ^= x;
@@ -121,8 +133,8 @@ int main(int argc, char** argv) {
   mode = argv[1];
   end_time = now() + atof(argv[2]);
   if (argc > 4) {
-    steps_x = atol(argv[3]);
-    steps_y = atol(argv[4]);
+    if (atol(argv[3]) > 0) steps_x = atol(argv[3]); /* 0: the default */
+    if (atol(argv[4]) > 0) steps_y = atol(argv[4]);
   }
   for (int i = 0; i < 2; i++) {
     efd[i] = eventfd(0, 0);
@@ -145,6 +157,12 @@ int main(int argc, char** argv) {
     pthread_create(&a, NULL, pthread_a, (void*)7919);
     pthread_join(a, NULL);
     pthread_join(b, NULL);
+  }
+  if (argc > 5) {
+    FILE* f = fopen(argv[5], "w");
+    if (!f) return 1;
+    fprintf(f, "%lld %lld\n", (long long)(x_wall * 1e9), (long long)((rounds_end - rounds_start) * 1e9));
+    fclose(f);
   }
   printf("pingpong %s done\n", mode);
   return 0;
