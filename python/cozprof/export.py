@@ -359,7 +359,18 @@ def pprof_message(profile, kinds=conv.DEFAULT_KINDS):
                     _field_bytes(m, 3, lab)
             _field_bytes(samples, 2, m)
     out += samples
-    for (ri, obj), (mid, start, limit, offset, build_id, lines, inline) in mappings.items():
+    # pprof takes the first mapping for the main binary (its "File:" and
+    # "Build ID:" lines, and where it looks for symbols): each run's
+    # program first, then the rest in the order met. In the order met
+    # alone, a first sample in the runtime's own code made libcoz.so the
+    # "main binary".
+    def is_program(item):
+        (ri, obj), mp = item
+        start = profile.runs[ri].startup
+        return bool(mp[4]) and mp[4] == start.get("build_id") or obj == start.get("argv0")
+
+    ordered = sorted(mappings.items(), key=lambda item: (not is_program(item), item[1][0]))
+    for (ri, obj), (mid, start, limit, offset, build_id, lines, inline) in ordered:
         m = bytearray()
         _field_int(m, 1, mid)
         _field_int(m, 2, start)

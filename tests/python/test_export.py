@@ -122,6 +122,12 @@ def test_pprof_message_of_records_v1():
     assert m["start"] <= caller["address"] < m["limit"]
     assert m["flags"] == [1, 1, 1, 1]
     assert d["mappings"][leaf["mapping"]]["flags"] == [1, 0, 0, 0]
+    # The program's mapping comes first, whatever was met first: pprof takes
+    # mapping[0] for the main binary ("File:", "Build ID:").
+    # (The I/O sample alone: its first frame is libc's memcpy.)
+    for kinds in ("all", "io"):
+        d2 = decode_pprof(export.pprof_bytes(load(V1), conv.parse_kinds(kinds)))
+        assert [m["file"] for m in d2["mappings"].values()][0] == "/bin/app", d2["mappings"]
     d = decode_pprof(export.pprof_bytes(load(V1)))
     assert d["types"] == [("samples", "count"), ("cpu", "nanoseconds")]
     assert [s["values"] for s in d["samples"]] == [[12, 12_000_000]]
