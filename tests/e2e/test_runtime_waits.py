@@ -8,6 +8,7 @@ by the run's own samples."""
 import os
 import shutil
 import subprocess
+import warnings
 
 import pytest
 
@@ -71,7 +72,22 @@ def test_hand_off_credits_the_woken_thread(tmp_path, mode):
     # beside two, -0.137 to +0.007 (4). Below it under load: thread B, sat
     # preempted while A ran LINE_X (not blocked, so not credited), pays A's
     # delay before its own line, and such rounds lose their speedup.
-    assert abs(result["slope"] - wall_share) < 0.2, (mode, result["slope"], wall_share, share, result["points"])
+    why = (mode, result["slope"], wall_share, share, result["points"])
+    # Above it: the waker's preemption charged to its line (the bug above).
+    assert result["slope"] - wall_share < 0.2, why
+    # Below it: paying twice after each hand-off, the bug before; also, when
+    # other work holds the CPUs, a thread preempted rather than blocked (the
+    # 12 runs beside one busy loop reached -0.157, a run of the whole suite
+    # beside one -0.220). So the lower bound holds where the threads ran
+    # whenever they could, the rule of the two-thread tests (QUIET_WAIT in
+    # test_runtime.py), and otherwise what was found is a warning.
+    workers = [r for r in records(out) if r["type"] == "thread" and r["group"] != "main"]
+    waited = sum(t["wait_ns"]["sched"] for t in workers) / sum(t["cpu_ns"] for t in workers)
+    if waited < 0.15:
+        assert wall_share - result["slope"] < 0.2, why
+    elif wall_share - result["slope"] >= 0.2:
+        warnings.warn(f"hand-off {mode}: its threads waited for a CPU {waited:.0%} of their CPU time (other work "
+                      f"on the machine): slope {result['slope']:+.3f} against a wall share of {wall_share:.3f}")
 
 
 def line_of(program, text):
