@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
@@ -163,6 +164,9 @@ COZ_REAL_FN(waitid, nullptr)
 COZ_REAL_FN(wait, nullptr)
 COZ_REAL_FN(wait3, nullptr)
 COZ_REAL_FN(wait4, nullptr)
+COZ_REAL_FN(posix_spawn, nullptr)
+COZ_REAL_FN(posix_spawnp, nullptr)
+COZ_REAL_FN(vfork, nullptr)
 COZ_REAL_FN(pipe, nullptr)
 COZ_REAL_FN(pipe2, nullptr)
 COZ_REAL_FN(eventfd, nullptr)
@@ -663,6 +667,39 @@ COZ_EXPORT pid_t wait3(int* status, int options, struct rusage* usage) noexcept 
 COZ_EXPORT pid_t wait4(pid_t pid, int* status, int options, struct rusage* usage) noexcept {
   return COZ_WAIT(WaitKind::kSync, real_wait4()(pid, status, options, usage), false);
 }
+
+// Children started without the fork handlers: the descriptors they inherit
+// link processes from now on, as after a fork (waits.h).
+COZ_EXPORT int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* actions,
+                           const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
+  coz::fds_handed_to_child();
+  return real_posix_spawn()(pid, path, actions, attr, argv, envp);
+}
+COZ_EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,
+                            const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
+  coz::fds_handed_to_child();
+  return real_posix_spawnp()(pid, file, actions, attr, argv, envp);
+}
+// vfork returns twice on one stack, so its wrapper cannot be a C function
+// that calls the original and returns: it calls the pre-hook, then jumps to
+// the original with the caller's return address on top of the stack.
+extern "C" __attribute__((visibility("hidden"), used)) void* coz_vfork_prepare() {
+  coz::fds_handed_to_child();
+  return reinterpret_cast<void*>(real_vfork());
+}
+#if defined(__x86_64__)
+__asm__(
+    ".text\n"
+    ".globl vfork\n"
+    ".type vfork, @function\n"
+    "vfork:\n"
+    "  endbr64\n"
+    "  sub $8, %rsp\n"  // the pre-hook gets an aligned stack
+    "  call coz_vfork_prepare\n"
+    "  add $8, %rsp\n"
+    "  jmp *%rax\n"
+    ".size vfork, .-vfork\n");
+#endif
 
 // ---- spin locks ----
 

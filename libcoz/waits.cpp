@@ -69,6 +69,8 @@ bool tracked(int fd) { return fd >= 0 && fd < kTrackedFds; }
 std::mutex g_epoll_mu;
 std::unordered_map<int, std::unordered_set<uint64_t>>* g_epoll_siblings = nullptr;
 
+void settle_handed_descriptors();  // below, beside the fork handlers
+
 bool experiment_running() { return hooked_thread() && shared().paying.load(std::memory_order_relaxed); }
 
 // The runtime's own code (libcoz.so): its frames are left out of a call's stack.
@@ -202,6 +204,7 @@ void end_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller) {
 }
 
 void fds_pipe_created(const int fds[2]) {
+  settle_handed_descriptors();  // a pipe made after the child started is not the child's
   struct stat st;
   if (fstat(fds[0], &st) == 0) remember_pipe(st.st_ino);
   for (int i = 0; i < 2; i++)
@@ -255,6 +258,7 @@ bool classify(int fd) {
 }  // namespace
 
 bool fd_links_siblings(int fd) {
+  settle_handed_descriptors();
   if (!tracked(fd)) return classify(fd);
   uint8_t k = g_fd_kind[fd].load(std::memory_order_relaxed);
   if (k == kEventfd || k == kSiblingLink) return true;
@@ -322,6 +326,24 @@ void demote_shared_descriptors(bool child) {
 }
 }  // namespace
 
+namespace {
+// Set when a child was started without a fork handler (posix_spawn, vfork):
+// the descriptors open then are demoted as after a fork, by the parent, at
+// its next look at a descriptor's class (a vfork child shares the parent's
+// memory and may run only exec or _exit: it must not do it itself).
+std::atomic<bool> g_handed_to_child{false};
+
+void settle_handed_descriptors() {
+  if (__builtin_expect(!g_handed_to_child.load(std::memory_order_relaxed), 1)) return;
+  if (!g_handed_to_child.exchange(false, std::memory_order_acq_rel)) return;
+  RuntimeGuard guard;
+  std::lock_guard<std::mutex> g(g_epoll_mu);
+  demote_shared_descriptors(false);
+}
+}  // namespace
+
+void fds_handed_to_child() { g_handed_to_child.store(true, std::memory_order_release); }
+
 void fds_fork_prepare() {
   RuntimeGuard guard;  // the runtime's own lock, not a lock of the program's
   g_epoll_mu.lock();
@@ -363,9 +385,9 @@ bool select_woken_by_sibling(int nfds, const fd_set* readfds, int ready) {
 }
 
 bool epoll_woken_by_sibling(int epfd, const struct epoll_event* events, int ready) {
-  if (ready <= 0 || !tracked(epfd) || g_fd_kind[epfd].load(std::memory_order_relaxed) != kEpollWithSiblings ||
-      !experiment_running())
-    return false;
+  if (ready <= 0 || !experiment_running()) return false;
+  settle_handed_descriptors();
+  if (!tracked(epfd) || g_fd_kind[epfd].load(std::memory_order_relaxed) != kEpollWithSiblings) return false;
   RuntimeGuard guard;
   std::lock_guard<std::mutex> g(g_epoll_mu);
   auto it = g_epoll_siblings ? g_epoll_siblings->find(epfd) : decltype(g_epoll_siblings->end()){};

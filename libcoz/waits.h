@@ -62,6 +62,11 @@ void fds_epoll_ctl(int epfd, int op, int fd, const struct epoll_event* ev);
 void fds_fork_prepare();
 void fds_fork_parent();
 void fds_fork_child();
+// A child started without the fork handlers (posix_spawn, vfork): the
+// descriptors open now are treated as after a fork, by the parent, at its
+// next look at a descriptor's class. Only sets a flag (a vfork child runs
+// in the parent's memory).
+void fds_handed_to_child();
 
 // Whether a wait that returned on these descriptors was ended by a sibling
 // thread. Answer false at once (no system call) outside experiments.

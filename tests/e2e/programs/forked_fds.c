@@ -7,6 +7,10 @@
  *                    process's own, yet after the fork its writer is
  *                    another process: the reads are waits on the outside
  *                    world, not hand-offs from a sibling thread.
+ *   spawn SECONDS  - the same, but the writer is this program run again by
+ *   vfork SECONDS    posix_spawn, or by vfork and execv, with the pipe as
+ *                    its standard output (mode `writer`): the runtime runs
+ *                    no fork handler there, yet the pipe links processes.
  *   epoll FORKS    - one thread makes eventfds and adds each to an epoll
  *                    set without pause, while the main thread forks FORKS
  *                    children that do the same once and exit. A child that
@@ -22,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/wait.h>
@@ -46,21 +51,55 @@ static void* spinner(void* arg) {
   return NULL;
 }
 
-static int pipe_mode(double seconds) {
+/* A byte to `fd` every 2 ms for `seconds`. */
+static int write_bytes(int fd, double seconds) {
+  double end = now() + seconds;
+  struct timespec two_ms = {0, 2000000};
+  while (now() < end) {
+    nanosleep(&two_ms, NULL);
+    if (write(fd, "x", 1) != 1) return 1;
+  }
+  return 0;
+}
+
+/* The writer child: forked, or this program run again (`self` with
+ * `seconds`) by posix_spawn or vfork, the pipe's end as its stdout. */
+static pid_t start_writer(const char* how, const char* self, const char* seconds, int p[2]) {
+  char* args[] = {(char*)self, "writer", (char*)seconds, NULL};
+  extern char** environ;
+  pid_t child;
+  if (!strcmp(how, "pipe")) {
+    child = fork();
+    if (child == 0) {
+      close(p[0]);
+      _exit(write_bytes(p[1], atof(seconds)));
+    }
+  } else if (!strcmp(how, "spawn")) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+    posix_spawn_file_actions_addclose(&fa, p[0]);
+    posix_spawn_file_actions_addclose(&fa, p[1]);
+    if (posix_spawn(&child, self, &fa, NULL, args, environ) != 0) child = -1;
+    posix_spawn_file_actions_destroy(&fa);
+  } else {
+    child = vfork();
+    if (child == 0) {
+      dup2(p[1], 1);
+      close(p[0]);
+      close(p[1]);
+      execv(self, args);
+      _exit(127);
+    }
+  }
+  return child;
+}
+
+static int pipe_mode(const char* how, const char* self, const char* seconds) {
   int p[2];
   if (pipe(p) != 0) return 1;
-  pid_t child = fork();
+  pid_t child = start_writer(how, self, seconds, p);
   if (child < 0) return 1;
-  if (child == 0) {
-    close(p[0]);
-    double end = now() + seconds;
-    struct timespec two_ms = {0, 2000000};
-    while (now() < end) {
-      nanosleep(&two_ms, NULL);
-      if (write(p[1], "x", 1) != 1) _exit(1);
-    }
-    _exit(0);
-  }
   close(p[1]);
   pthread_t t;
   pthread_create(&t, NULL, spinner, (void*)(size_t)7919);
@@ -74,7 +113,7 @@ static int pipe_mode(double seconds) {
   pthread_join(t, NULL);
   int status = 0;
   if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
-  printf("forked_fds pipe done\n");
+  printf("forked_fds %s done\n", how);
   return 0;
 }
 
@@ -128,7 +167,9 @@ static int epoll_mode(int forks) {
 
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
-  if (!strcmp(argv[1], "pipe")) return pipe_mode(atof(argv[2]));
+  if (!strcmp(argv[1], "pipe") || !strcmp(argv[1], "spawn") || !strcmp(argv[1], "vfork"))
+    return pipe_mode(argv[1], argv[0], argv[2]);
+  if (!strcmp(argv[1], "writer")) return write_bytes(1, atof(argv[2]));
   if (!strcmp(argv[1], "epoll")) return epoll_mode(atoi(argv[2]));
   return 2;
 }
