@@ -90,7 +90,7 @@ bool Profiler::set_fixed(Unit unit, const std::string& spec, std::string* error,
   return fixed_ != nullptr;
 }
 
-void Profiler::add_candidates(const Sample& smp, const Line* l, bool cpu, uint64_t repeat) {
+void Profiler::add_candidates(const Sample& smp, const Line* l, bool cpu, uint64_t periods) {
   candidates_.clear();
   if (targets_.has(Unit::kLine)) candidates_.push_back(targets_.of_line(l));
   targets_.sample(smp, cpu, cpu, &rng_, &candidates_);
@@ -99,11 +99,10 @@ void Profiler::add_candidates(const Sample& smp, const Line* l, bool cpu, uint64
   // selected unit's thread runs while the others sleep, and its unit would
   // be over-represented (chosen again and again).
   const bool undisturbed = !(smp.flags & kSampleDelaying);
-  for (uint64_t i = 0; i < repeat; i++) {
-    for (const Target* t : candidates_) {
-      if (undisturbed) recent_.add(t);
-      recent_all_.add(t);
-    }
+  const uint64_t now = now_mono();
+  for (const Target* t : candidates_) {
+    if (undisturbed) recent_.add(t, static_cast<double>(periods), now);
+    recent_all_.add(t, static_cast<double>(periods), now);
   }
 }
 
@@ -506,7 +505,7 @@ void Profiler::account_blocked(pid_t tid, uint32_t kind, const Sample& smp) {
   // Line choice draws from on- and off-CPU samples in proportion to their
   // time, for the waits experiments can speed up.
   if (shared().blocked_scope.load(std::memory_order_relaxed) >> (kind - 1) & 1)
-    add_candidates(smp, l, false, std::min<uint64_t>(n, RecentTargets::kMaxRepeat));
+    add_candidates(smp, l, false, n);
 }
 
 void Profiler::account_other_waits(uint64_t period) {

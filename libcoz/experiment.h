@@ -2,7 +2,9 @@
 // and a speedup per experiment, runs the experiment, writes it, cools off.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -46,25 +48,67 @@ constexpr uint64_t kLiveExperiments = 8;
 uint64_t least_visits(const std::vector<PointDelta>& progress, uint64_t experiment,
                       std::map<std::string, uint64_t>* last_seen, bool* any);
 
-// Recently sampled targets (lines, functions, call sites); choosing
-// uniformly among the entries chooses them in proportion to their recent
-// samples.
+// Recently sampled targets (lines, functions, call sites), each weighted
+// by the time its samples stand for (sampling periods: 1 for a CPU sample,
+// n for a blocked sample of n periods), decayed with a half-life of wall
+// time: choosing in proportion to the weights chooses in proportion to
+// recent time, on and off the CPU alike. (A ring of the last 512 samples,
+// the earlier pool, had to cap what one long wait could add, or it would
+// // push every CPU sample out: with the cap, a wait of 1 s between short
+// bursts of work, half of two threads' time, was chosen 6% of the time.) Weights are kept scaled by 2^(age / half-life) so that adding is
+// O(1); they are rescaled, and the negligible ones dropped, every few
+// half-lives.
 template <typename T>
 class RecentPool {
  public:
-  static constexpr uint64_t kMaxRepeat = 64;  // one blocked sample of many periods counts at most this often
-  explicit RecentPool(size_t capacity = 512) : slots_(capacity, nullptr) {}
-  void add(const T* l) {
-    slots_[next_++ % slots_.size()] = l;
-    if (size_ < slots_.size()) size_++;
+  static constexpr uint64_t kHalfLifeNs = 500000000;  // 0.5 s of wall time
+
+  void add(const T* t, double periods, uint64_t now_ns) {
+    if (periods <= 0) return;
+    if (origin_ns_ == UINT64_MAX) origin_ns_ = now_ns;
+    if (now_ns > origin_ns_ + kRescaleAfter * kHalfLifeNs) rescale(now_ns);
+    double w = periods * std::exp2(static_cast<double>(now_ns - std::min(now_ns, origin_ns_)) / kHalfLifeNs);
+    weights_[t] += w;
+    total_ += w;
   }
-  const T* pick(uint32_t draw) const { return size_ ? slots_[draw % size_] : nullptr; }
-  size_t size() const { return size_; }
+  // The target whose cumulated weight reaches draw's share of the total.
+  const T* pick(uint32_t draw) const {
+    if (weights_.empty()) return nullptr;
+    double at = total_ * (static_cast<double>(draw) / 4294967296.0);
+    const T* last = nullptr;
+    for (const auto& kv : weights_) {
+      last = kv.first;
+      if (at < kv.second) return kv.first;
+      at -= kv.second;
+    }
+    return last;  // rounding
+  }
+  size_t size() const { return weights_.size(); }
+  // A target's share of the weight now (for tests).
+  double share(const T* t) const {
+    auto it = weights_.find(t);
+    return it == weights_.end() || total_ <= 0 ? 0.0 : it->second / total_;
+  }
 
  private:
-  std::vector<const T*> slots_;
-  size_t next_ = 0;
-  size_t size_ = 0;
+  static constexpr uint64_t kRescaleAfter = 32;  // half-lives
+  void rescale(uint64_t now_ns) {
+    double f = std::exp2(-static_cast<double>(now_ns - origin_ns_) / kHalfLifeNs);
+    origin_ns_ = now_ns;
+    total_ = 0;
+    for (auto it = weights_.begin(); it != weights_.end();) {
+      it->second *= f;
+      if (it->second < 1e-6) {  // under a millionth of a period today: gone
+        it = weights_.erase(it);
+      } else {
+        total_ += it->second;
+        ++it;
+      }
+    }
+  }
+  std::map<const T*, double> weights_;
+  double total_ = 0;
+  uint64_t origin_ns_ = UINT64_MAX;
 };
 using RecentLines = RecentPool<Line>;
 using RecentTargets = RecentPool<Target>;
@@ -118,9 +162,9 @@ class Profiler {
   void wait_slice(uint64_t ns);
   bool stopping() const { return stop_word_.load(std::memory_order_acquire) != 0; }
   void run_one_experiment(const Target* target, const std::vector<AddrRange>& ranges, int speedup);
-  // Adds a sample's candidates to the pools (`repeat` times: a blocked
-  // sample of many periods).
-  void add_candidates(const Sample& smp, const Line* l, bool cpu, uint64_t repeat);
+  // Adds a sample's candidates to the pools, weighted by the sample's time
+  // in periods (a blocked sample may stand for many).
+  void add_candidates(const Sample& smp, const Line* l, bool cpu, uint64_t periods);
   void write_periodic();
   void write_final();
   const Line* line_of(uintptr_t pc);

@@ -404,15 +404,53 @@ TEST(Experiment, LengthAdaptsOnLivePointsOnly) {
 
 TEST(Experiment, RecentLinesPickInProportionToSamples) {
   Line a{"/a.c", 1}, b{"/b.c", 2};
-  RecentLines r(8);
+  RecentLines r;
   EXPECT_EQ(r.pick(3), nullptr);
-  for (int i = 0; i < 6; i++) r.add(&a);
-  for (int i = 0; i < 2; i++) r.add(&b);
+  const uint64_t t0 = 1000000000;
+  for (int i = 0; i < 6; i++) r.add(&a, 1, t0);
+  r.add(&b, 2, t0);  // one blocked sample of two periods
   int na = 0;
-  for (uint32_t d = 0; d < 8; d++) na += r.pick(d) == &a;
+  for (uint32_t d = 0; d < 8; d++) na += r.pick(d * 536870912u) == &a;
   EXPECT_EQ(na, 6);
-  for (int i = 0; i < 8; i++) r.add(&b);  // the window moves on
-  EXPECT_EQ(r.pick(0), &b);
+  EXPECT_DOUBLE_EQ(r.share(&a), 0.75);
+  // The past fades: ten half-lives later, two periods of b outweigh a.
+  r.add(&b, 2, t0 + 10 * RecentLines::kHalfLifeNs);
+  EXPECT_GT(r.share(&b), 0.99);
+  // Weights are rescaled after many half-lives without changing the shares,
+  // and the forgotten targets are dropped.
+  r.add(&a, 2, t0 + 40 * RecentLines::kHalfLifeNs);
+  r.add(&b, 2, t0 + 40 * RecentLines::kHalfLifeNs);
+  EXPECT_NEAR(r.share(&a), 0.5, 1e-9);
+  r.add(&b, 1, t0 + 100 * RecentLines::kHalfLifeNs);
+  EXPECT_EQ(r.size(), 1u);
+  EXPECT_EQ(r.pick(12345), &b);
+}
+
+TEST(Experiment, ALongWaitIsChosenForItsTimeNotCappedLikeOneSample) {
+  // Thread A computes without pause; thread B waits 1 s, computes 1 ms,
+  // again and again: B's wait is half of the threads' time, and a blocked
+  // sample of 1000 periods comes in at each wait's end. Averaged over a
+  // round, the wait must be chosen about as often as A's line (the ring of
+  // 512 samples with its cap of 64 per blocked sample gave it 0.06 in this
+  // very sequence; the decayed weights give it 0.48).
+  Line a{"/a.c", 1}, w{"/b.c", 2}, bc{"/b.c", 3};
+  RecentLines r;
+  const uint64_t ms = 1000000;
+  double sum = 0;
+  int looks = 0;
+  for (uint64_t t = 1; t <= 20000; t++) {  // 20 s in 1 ms periods
+    r.add(&a, 1, t * ms);
+    if (t % 1001 == 0) {
+      r.add(&w, 1000, t * ms);
+      r.add(&bc, 1, t * ms);
+    }
+    if (t > 5000 && t % 7 == 0) {  // an experiment starts now and then
+      sum += r.share(&w);
+      looks++;
+    }
+  }
+  EXPECT_GT(sum / looks, 0.35);
+  EXPECT_LT(sum / looks, 0.6);
 }
 
 TEST(Experiment, RangeSetMergesAndSearches) {
