@@ -4,7 +4,8 @@ programs of benchmarks/, against answers measured by the run itself (never
 assumed)."""
 
 import os
-import warnings
+
+import pytest
 
 from conftest import PROGRAMS, build_program, coz_run
 
@@ -59,7 +60,7 @@ BENCH = os.path.normpath(os.path.join(PROGRAMS, "..", "..", "..", "benchmarks"))
 # pause ends, and predictions stray (docs/analysis.md, "Two threads"). Each
 # test measures how long the program's threads waited for a CPU per unit of
 # their CPU time (their `sched` time over their CPU clock) and compares only
-# below QUIET; above it, it says what it found in a warning.
+# below QUIET; above it, the test is skipped, saying what it found.
 QUIET = 0.2
 # Measured on the 2-core host, 10 to 13 runs of each test at load averages of
 # 2 to 9 (other work on the machine), 50 ms experiments. With the threads'
@@ -69,7 +70,10 @@ QUIET = 0.2
 # sleep off the critical path, slope -0.007 to +0.132. Above it, up to -0.36
 # (sleep), +0.57 (pipe), -0.40 (fsync), -5.8 (lock wait: the holder pays
 # delays inside its critical section, which lengthens the sped-up wait;
-# docs/analysis.md, section 6) and +0.75 (side sleep).
+# docs/analysis.md, section 6) and +0.75 (side sleep). Each tolerance is
+# about three times the largest error measured quiet: the sleep's and the
+# pipe's 0.08; the disk's, and the lock wait's (one quiet run), 0.2.
+TOL_TIMED_WAIT = 0.08
 TOL_ON_PATH = 0.2
 TOL_OFF_PATH = 0.2
 
@@ -118,31 +122,32 @@ def waited_for_cpu(run):
     return sum(t["wait_ns"]["sched"] for t in run.threads) / cpu
 
 
-def contended(run, what, found):
+def skip_if_contended(run, what, found):
+    """When other work held the CPUs, skips the rest of the test, saying what
+    was found: virtual speedup does not yet predict a program whose threads
+    wait for a CPU (docs/analysis.md; issue 15)."""
     waited = waited_for_cpu(run)
-    if waited < QUIET:
-        return False
-    warnings.warn(f"{what}: the program's threads waited for a CPU {waited:.0%} of their CPU time "
-                  f"(other work on the machine), so the prediction is not checked: {found}")
-    return True
+    if waited >= QUIET:
+        pytest.skip(f"{what}: the program's threads waited for a CPU {waited:.0%} of their CPU time "
+                    f"(other work on the machine), so the prediction is not checked: {found}")
 
 
-def on_path(program, key, args, kind, tmp_path, low=0.2, high=0.9):
+def on_path(program, key, args, kind, tmp_path, low=0.2, high=0.9, tol=TOL_ON_PATH):
     curve, run, line = profiled(tmp_path, program, key, args)
     share = wait_share(run, line, kind)
     assert low < share < high, share
     assert curve["category"] == kind, (curve["category"], curve["off_cpu"])
     found = f"slope {curve['slope']:+.3f}, share {share:.3f}"
-    if not contended(run, f"{program} {key}", found):
-        assert abs(curve["slope"] - share) < TOL_ON_PATH, (found, curve["points"])
+    skip_if_contended(run, f"{program} {key}", found)
+    assert abs(curve["slope"] - share) < tol, (found, curve["points"])
 
 
 def test_sleep_after_compute_predicts_its_share(tmp_path):
-    on_path("offcpu_sleep", "SLEEP", ["iters=1200"], "sleep", tmp_path)
+    on_path("offcpu_sleep", "SLEEP", ["iters=1200"], "sleep", tmp_path, tol=TOL_TIMED_WAIT)
 
 
 def test_pipe_reader_predicts_its_share_of_waiting_for_the_writer(tmp_path):
-    on_path("offcpu_pipe", "READ", ["items=1200"], "io", tmp_path)
+    on_path("offcpu_pipe", "READ", ["items=1200"], "io", tmp_path, tol=TOL_TIMED_WAIT)
 
 
 def test_fsync_predicts_its_share(tmp_path):
@@ -159,5 +164,5 @@ def test_a_sleep_off_the_critical_path_predicts_about_nothing(tmp_path):
     assert share > 0.3, share  # what a profiler blind to the critical path would give it
     assert curve["category"] == "sleep"
     found = f"slope {curve['slope']:+.3f} (its thread's share {share:.3f})"
-    if not contended(run, "offcpu_mix SIDE_SLEEP", found):
-        assert abs(curve["slope"]) < TOL_OFF_PATH, (found, curve["points"])
+    skip_if_contended(run, "offcpu_mix SIDE_SLEEP", found)
+    assert abs(curve["slope"]) < TOL_OFF_PATH, (found, curve["points"])

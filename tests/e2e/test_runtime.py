@@ -16,7 +16,6 @@ import re
 import statistics
 import subprocess
 import time
-import warnings
 
 import pytest
 
@@ -115,14 +114,14 @@ def test_serial_chain_line_predicts_its_share_of_the_round(build, tmp_path, whic
     # other work made them (B's 0.41 of the wall time for 1/3 of the CPU time
     # beside two helpers' builds at a load average of 30), and virtual
     # speedup, which delays by CPU time, cannot see them (docs/analysis.md,
-    # "Oversubscribed CPUs"): say what was found instead.
+    # "Oversubscribed CPUs"; issue 15): the test is skipped, saying what was
+    # found.
     timed = printed(run.stdout, "serial_ab")[0]
     waited = timed["loop_wall_ns"] / timed["loop_cpu_ns"] - 1
     if waited >= QUIET_WAIT:
-        warnings.warn(f"serial chain {which}: the thread waited for a CPU {waited:.0%} of its CPU time (other "
-                      f"work on the machine), so the prediction is not compared with the known answer: "
-                      f"gain {gain:+.3f} against {expected:.3f}")
-        return
+        pytest.skip(f"serial chain {which}: the thread waited for a CPU {waited:.0%} of its CPU time (other "
+                    f"work on the machine), so the prediction is not compared with the known answer: "
+                    f"gain {gain:+.3f} against {expected:.3f}")
     # Measured on a 2-vCPU AMD EPYC VM shared with other work (runtime
     # 7028355), gain - expected over 20 runs per line: A -0.083 to +0.027,
     # B -0.087 to +0.041 (10 of them beside one busy loop); predicted at 50%
@@ -237,15 +236,15 @@ def longer_line_check(run, real):
     return lo, hi
 
 
-def contended(run, what, found):
-    """Whether other work held the CPUs during the run; if so, says what was
-    found without checking it (a pytest warning, listed in the summary)."""
+def skip_if_contended(run, what, found):
+    """When other work held the CPUs during the run, skips the rest of the
+    test, saying what was found (listed in the summary with the reason):
+    virtual speedup delays by CPU time, and does not yet predict a program
+    whose threads wait for a CPU (docs/analysis.md; issue 15)."""
     waited = waited_for_cpu(run)
-    if waited < QUIET_WAIT:
-        return False
-    warnings.warn(f"{what}: LONG and SHORT waited for a CPU {waited:.0%} of their CPU time (other work "
-                  f"on the machine), so the prediction is not compared with the real speedup: {found}")
-    return True
+    if waited >= QUIET_WAIT:
+        pytest.skip(f"{what}: LONG and SHORT waited for a CPU {waited:.0%} of their CPU time (other work "
+                    f"on the machine), so the prediction is not compared with the real speedup: {found}")
 
 
 def test_two_threads_shorter_line_predicts_nothing(build, tmp_path, two_threads_real):
@@ -262,9 +261,8 @@ def test_two_threads_shorter_line_predicts_nothing(build, tmp_path, two_threads_
     # neither thread (LONG 0.000 to 0.005).
     assert long_paused > 0.3, why
     assert short_paused < 0.05, why
-    if contended(run, "shorter line", f"median, predicted at 50%: {described(shorter_line_check, run)}; "
-                                      f"real {two_threads_real['short_50']:+.3f} at 50%"):
-        return
+    skip_if_contended(run, "shorter line", f"median, predicted at 50%: {described(shorter_line_check, run)}; "
+                                           f"real {two_threads_real['short_50']:+.3f} at 50%")
     level, predicted = shorter_line_check(run)
     # Measured when the CPUs were free, 26 runs: median -0.044 to +0.027,
     # predicted at 50% -0.063 to +0.020.
@@ -287,9 +285,8 @@ def test_two_threads_longer_line_gains_then_saturates(build, tmp_path, two_threa
     # free, down to 0.22 beside a busy loop (10 runs).
     assert long_paused < 0.05, why
     assert short_paused > 0.15, why
-    if contended(run, "longer line", f"measured - real while rising, from 60%: "
-                                     f"{described(longer_line_check, run, two_threads_real)}"):
-        return
+    skip_if_contended(run, "longer line", f"measured - real while rising, from 60%: "
+                                          f"{described(longer_line_check, run, two_threads_real)}")
     lo, hi = longer_line_check(run, two_threads_real)
     # It rises as the real program does (slope about 0.95: real long_25 / 0.25)
     # and levels off where it does (about 0.48; a profiler that ignored the

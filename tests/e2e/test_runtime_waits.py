@@ -8,7 +8,6 @@ by the run's own samples."""
 import os
 import shutil
 import subprocess
-import warnings
 
 import pytest
 
@@ -80,14 +79,15 @@ def test_hand_off_credits_the_woken_thread(tmp_path, mode):
     # 12 runs beside one busy loop reached -0.157, a run of the whole suite
     # beside one -0.220). So the lower bound holds where the threads ran
     # whenever they could, the rule of the two-thread tests (QUIET_WAIT in
-    # test_runtime.py), and otherwise what was found is a warning.
+    # test_runtime.py); otherwise the test is skipped, saying what was found.
     workers = [r for r in records(out) if r["type"] == "thread" and r["group"] != "main"]
     waited = sum(t["wait_ns"]["sched"] for t in workers) / sum(t["cpu_ns"] for t in workers)
     if waited < 0.15:
         assert wall_share - result["slope"] < 0.2, why
     elif wall_share - result["slope"] >= 0.2:
-        warnings.warn(f"hand-off {mode}: its threads waited for a CPU {waited:.0%} of their CPU time (other work "
-                      f"on the machine): slope {result['slope']:+.3f} against a wall share of {wall_share:.3f}")
+        pytest.skip(f"hand-off {mode}: its threads waited for a CPU {waited:.0%} of their CPU time (other work "
+                    f"on the machine): slope {result['slope']:+.3f} against a wall share of {wall_share:.3f}, "
+                    f"the lower bound not checked (the upper one held)")
 
 
 def line_of(program, text):
