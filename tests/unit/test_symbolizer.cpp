@@ -2,11 +2,13 @@
 // line, inlined functions included; the symbol table where there is no
 // debug information.
 #include "symbolizer.h"
+#include "stacks.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <string>
 
 namespace {
@@ -84,4 +86,60 @@ TEST(Symbolizer, LibraryWithoutDebugInformationGivesTheSymbol) {
 TEST(Symbolizer, DemanglesCppNames) {
   EXPECT_EQ(coz::demangle("_ZN3foo3barEi"), "foo::bar(int)");
   EXPECT_EQ(coz::demangle("main"), "main");
+}
+
+namespace {
+__attribute__((noinline)) int stack_marker_caller(int x) { return symbolizer_marker_fn(x) + 1; }
+}  // namespace
+
+// DCPI's aggregation in the runtime: identical stacks (same thread, kind and
+// frames) are one entry counted many times, each address is symbolized and
+// written once, and a flush writes the counts since the previous one.
+TEST(StackTable, IdenticalStacksAreOneEntryWithTheirSamplesAndTime) {
+  coz::Symbolizer sym;
+  coz::StackTable t;
+  const uintptr_t f = reinterpret_cast<uintptr_t>(&symbolizer_marker_fn);
+  const uintptr_t g = reinterpret_cast<uintptr_t>(&stack_marker_caller);
+  const uintptr_t ab[] = {f, g}, ba[] = {g, f};
+  for (int i = 0; i < 3; i++) t.add(7, coz::StackKind::kCpu, ab, 2, 1000);
+  t.add(7, coz::StackKind::kCpu, ba, 2, 500);           // other frames
+  t.add(8, coz::StackKind::kCpu, ab, 2, 1000);          // other thread
+  t.add(7, coz::StackKind::kIo, ab, 2, 4000, 4);        // a wait of four periods
+  EXPECT_EQ(t.distinct_stacks(), 4u);
+  auto names = [](pid_t tid, std::string* thread, std::string* group) {
+    *thread = "t" + std::to_string(tid);
+    *group = "g";
+  };
+  coz::StackTable::Flush fl = t.flush(&sym, names);
+  ASSERT_EQ(fl.locations.size(), 2u) << "each address once";
+  ASSERT_EQ(fl.stacks.size(), 4u);
+  ASSERT_EQ(fl.counts.size(), 4u);
+  std::map<uint32_t, const coz::StackRecord*> by_id;
+  for (const auto& s : fl.stacks) by_id[s.id] = &s;
+  uint64_t cpu7 = 0;
+  for (const auto& c : fl.counts) {
+    const coz::StackRecord* s = by_id.at(c.id);
+    if (s->tid == 7 && s->kind == "cpu" && s->locations.size() == 2 &&
+        fl.locations[s->locations[0] - 1].address == f) {
+      EXPECT_EQ(c.samples, 3u);
+      EXPECT_EQ(c.ns, 3000u);
+      cpu7++;
+    }
+    if (s->kind == "io") {
+      EXPECT_EQ(c.samples, 4u);
+      EXPECT_EQ(c.ns, 4000u);
+      EXPECT_EQ(s->thread, "t7");
+    }
+  }
+  EXPECT_EQ(cpu7, 1u);
+  EXPECT_NE(fl.locations[0].lines.at(0).function.find("symbolizer_marker_fn"), std::string::npos);
+  // Nothing new: an empty flush. The same stack again: its count only.
+  coz::StackTable::Flush empty = t.flush(&sym, names);
+  EXPECT_TRUE(empty.locations.empty() && empty.stacks.empty() && empty.counts.empty());
+  t.add(7, coz::StackKind::kCpu, ab, 2, 1000);
+  coz::StackTable::Flush again = t.flush(&sym, names);
+  EXPECT_TRUE(again.locations.empty() && again.stacks.empty());
+  ASSERT_EQ(again.counts.size(), 1u);
+  EXPECT_EQ(again.counts[0].samples, 1u);
+  EXPECT_EQ(stack_marker_caller(1), 15);
 }
