@@ -35,7 +35,7 @@ def sampled(out):
     return counts
 
 
-@pytest.mark.parametrize("mode", ["futex", "eventfd", "pipe", "c11"])
+@pytest.mark.parametrize("mode", ["futex", "eventfd", "eventfd_rw", "pipe", "c11"])
 def test_hand_off_credits_the_woken_thread(tmp_path, mode):
     exe = build_program("pingpong", tmp_path)
     plain = run_plain([exe, mode, "0.3"])
@@ -204,7 +204,7 @@ def check_wait_seen(out, report, kind, line=None):
 
 @pytest.mark.parametrize("mode,kind", [
     ("spin", "lock"), ("waitpid", "sync"), ("waitid", "sync"), ("flock", "lock"), ("setlkw", "lock"),
-    ("readv", "io"), ("epoll_pwait2", "io"), ("pread", "io")])
+    ("readv", "io"), ("writev", "io"), ("epoll_pwait2", "io"), ("pread", "io"), ("pwrite", "io")])
 def test_interposed_wait_behaves_and_is_seen(tmp_path, mode, kind):
     exe = build_program("more_waits", tmp_path)
     plain = run_plain([exe, mode, str(tmp_path / "plain.txt")])

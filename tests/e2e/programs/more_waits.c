@@ -10,11 +10,13 @@
  *   flock        - flock(LOCK_EX) on a file a child has locked
  *   setlkw       - fcntl(F_SETLKW) on a file a child has locked
  *   readv        - readv on a pipe the main thread writes
+ *   writev       - writev on a full pipe the main thread drains
  *   epoll_pwait2 - epoll_pwait2 on a pipe the main thread writes
  *   pread        - pread of a file in the page cache, again and again for
  *                  200 ms by the clock (no other party: the calls' own
  *                  time is the wait; a count of calls would last what
  *                  this machine's memory bandwidth makes it last)
+ *   pwrite       - the same with pwrite
  *
  * Usage: more_waits MODE REPORT. Prints one line that does not depend on
  * timing. Lasts about 1.2 s. */
@@ -86,9 +88,15 @@ static void* waiter(void* arg) {
     if (readv(data_pipe[0], &iov, 1) != 1) abort(); /* WAIT_readv */
   } else if (is("epoll_pwait2")) {
     if (epoll_pwait2(ep, &ev, 1, NULL, NULL) != 1) abort(); /* WAIT_epoll_pwait2 */
+  } else if (is("writev")) {
+    if (writev(data_pipe[1], &iov, 1) != 1) abort(); /* WAIT_writev */
   } else if (is("pread")) {
     do
       if (pread(lockfd, big, FILE_BYTES, 0) != FILE_BYTES) abort(); /* WAIT_pread */
+    while (now_ns() - start < (uint64_t)HOLD_NS);
+  } else if (is("pwrite")) {
+    do
+      if (pwrite(lockfd, big, FILE_BYTES, 0) != FILE_BYTES) abort(); /* WAIT_pwrite */
     while (now_ns() - start < (uint64_t)HOLD_NS);
   }
   waited_ns = now_ns() - start;
@@ -122,10 +130,10 @@ int main(int argc, char** argv) {
   if (argc < 3) return 2;
   mode = argv[1];
   char path[] = "/tmp/coz_more_waits_XXXXXX";
-  if (is("flock") || is("setlkw") || is("pread")) {
+  if (is("flock") || is("setlkw") || is("pread") || is("pwrite")) {
     lockfd = mkstemp(path);
     if (lockfd < 0) return 1;
-    if (is("pread")) {
+    if (is("pread") || is("pwrite")) {
       big = calloc(1, FILE_BYTES);
       if (!big || write(lockfd, big, FILE_BYTES) != FILE_BYTES) return 1;
     }
@@ -142,7 +150,15 @@ int main(int argc, char** argv) {
     ep = epoll_create1(0);
     struct epoll_event ev = {EPOLLIN, {.u64 = 104729}};
     if (epoll_ctl(ep, EPOLL_CTL_ADD, data_pipe[0], &ev) != 0) return 1;
-  } else if (!is("pread")) {
+  } else if (is("writev")) {
+    /* A full pipe: the waiter's one byte waits for the main thread's read. */
+    if (pipe(data_pipe) != 0) return 1;
+    fcntl(data_pipe[1], F_SETFL, O_NONBLOCK);
+    static char fill[4096];
+    while (write(data_pipe[1], fill, sizeof fill) > 0) {}
+    while (write(data_pipe[1], fill, 1) > 0) {}
+    fcntl(data_pipe[1], F_SETFL, 0);
+  } else if (!is("pread") && !is("pwrite")) {
     return 2;
   }
   pthread_t t;
@@ -154,7 +170,11 @@ int main(int argc, char** argv) {
   } else if (child) {
     char c = 1;
     if (write(go_pipe[1], &c, 1) != 1) return 1;
-  } else if (!is("pread")) {
+  } else if (is("writev")) {
+    hold();
+    static char drain[1 << 16];
+    if (read(data_pipe[0], drain, sizeof drain) <= 0) return 1;
+  } else if (!is("pread") && !is("pwrite")) {
     hold();
     if (write(data_pipe[1], "x", 1) != 1) return 1;
   }

@@ -4,6 +4,8 @@
  * rounds' samples (measured by the run itself). The hand-off is one of:
  *   futex   - syscall(SYS_futex) wait/wake (Rust's std, C++20 atomic::wait)
  *   eventfd - eventfd written by one thread, epoll_wait in the other
+ *   eventfd_rw - eventfd_write by one thread, a blocking eventfd_read in
+ *             the other
  *   pipe    - a pipe of this process, poll() then read()
  *   c11     - C11 threads, mtx_t and cnd_t
  * Runs for SECONDS of wall time. With REPORT, writes there the wall time
@@ -61,6 +63,8 @@ static void give(int to, int value) {
   } else if (!strcmp(mode, "eventfd")) {
     uint64_t one = 1;
     if (write(efd[to], &one, 8) != 8) abort();
+  } else if (!strcmp(mode, "eventfd_rw")) {
+    if (eventfd_write(efd[to], 1) != 0) abort();
   } else {
     char c = 1;
     if (write(pfd[to][1], &c, 1) != 1) abort();
@@ -83,6 +87,9 @@ static void wait_for(int me) {
       struct epoll_event ev;
       uint64_t v;
       if (epoll_wait(epfd[me], &ev, 1, -1) == 1 && read(efd[me], &v, 8) != 8) abort();
+    } else if (!strcmp(mode, "eventfd_rw")) {
+      eventfd_t v;
+      if (eventfd_read(efd[me], &v) != 0) abort();
     } else {
       struct pollfd p = {pfd[me][0], POLLIN, 0};
       char c;
