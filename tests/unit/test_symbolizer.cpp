@@ -22,6 +22,14 @@ uint32_t marker_line(const std::string& file, const std::string& marker) {
   return 0;
 }
 
+// fixture_inline_outer of the library `lib` (with inlined code), loaded; 0
+// when it cannot be.
+uintptr_t inline_outer(const std::string& lib) {
+  void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) ADD_FAILURE() << dlerror();
+  return h ? reinterpret_cast<uintptr_t>(dlsym(h, "fixture_inline_outer")) : 0;
+}
+
 __attribute__((noinline)) int symbolizer_marker_fn(int x) { return x * 3 + 11; }  // MARK_SYM_FN
 
 }  // namespace
@@ -39,9 +47,7 @@ TEST(Symbolizer, FunctionOfThisFile) {
 
 TEST(Symbolizer, InlinedFunctionThenItsCaller) {
   const std::string lib = kBin + "/liblm_inline.so";
-  void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(h, nullptr) << dlerror();
-  uintptr_t fn = reinterpret_cast<uintptr_t>(dlsym(h, "fixture_inline_outer"));
+  uintptr_t fn = inline_outer(lib);
   ASSERT_NE(fn, 0u);
   const std::string src = kSrc + "/fixture_inline.c";
   coz::Symbolizer s;
@@ -85,9 +91,7 @@ TEST(Symbolizer, OutsideTheBinaryScopeGivesTheSymbolOnly) {
   // The library with inlined code, read from its DWARF when in scope; out
   // of it, the same addresses give the function of the symbol table alone.
   const std::string lib = kBin + "/liblm_inline.so";
-  void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(h, nullptr) << dlerror();
-  uintptr_t fn = reinterpret_cast<uintptr_t>(dlsym(h, "fixture_inline_outer"));
+  uintptr_t fn = inline_outer(lib);
   ASSERT_NE(fn, 0u);
   coz::Symbolizer in;
   coz::Symbolizer out([&](const std::string& path, bool) { return path != lib; });
