@@ -74,6 +74,7 @@ Profiler::Profiler(const Config& config, LineMap* lines, ProfileWriter* writer, 
       hooks_(std::move(hooks)),
       rng_(static_cast<uint32_t>(now_real() ^ static_cast<uint64_t>(getpid()))),
       targets_(lines, config.units),
+      symbolizer_([lines](const std::string& path, bool is_main) { return lines->in_binary_scope(path, is_main); }),
       length_ns_(config.experiment_length_ns) {
   locks_.calibrate();  // the time-stamp counter's rate is measured from here on
   // Before the program's calls are hooked: they keep the counters or not.

@@ -525,6 +525,10 @@ std::vector<std::pair<std::string, uintptr_t>> LineMap::objects() const {
   return out;
 }
 
+bool LineMap::in_binary_scope(const std::string& path, bool is_main) const {
+  return impl_->in_binary_scope(path, is_main);
+}
+
 bool LineMap::in_source_scope(const std::string& path) const { return impl_->in_source_scope(path); }
 
 std::string LineMap::debuginfo_path() {

@@ -78,6 +78,9 @@ class LineMap {
 
   // The in-scope objects registered so far: (path, load bias).
   std::vector<std::pair<std::string, uintptr_t>> objects() const;
+  // Whether an object (its path; the main executable's from /proc/self/exe)
+  // matches the binary scope's patterns.
+  bool in_binary_scope(const std::string& path, bool is_main) const;
   // Whether a source file (absolute, normalized) is in the source scope.
   bool in_source_scope(const std::string& path) const;
   // The search path of set_debuginfo_path ("" for the default).

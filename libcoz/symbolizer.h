@@ -1,13 +1,16 @@
 // Any code address of the process to its object, function, file and line,
 // with the functions inlined there: the frames of the conventional profile.
-// Objects outside the binary scope are symbolized too (their functions from
-// the symbol table when they have no debug information).
+// Objects in the binary scope are read from their DWARF (the function from
+// the symbol table where they have none); objects outside it (libc, ld.so,
+// the runtime itself) from their ELF symbol table alone: a function name,
+// no file, no line, no inlined frames.
 //
-// Not signal safe, not thread safe: the profiler thread's. Each object's
-// debug data is opened on its first query (libdwfl, local files only).
+// Not signal safe, not thread safe: the profiler thread's. Each object is
+// opened on its first query (libdwfl, local files only).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,7 +32,12 @@ struct Symbolized {
 
 class Symbolizer {
  public:
-  Symbolizer();
+  // Whether an object is in the binary scope: its path (the main
+  // executable's from /proc/self/exe) and whether it is the main executable.
+  using InScope = std::function<bool(const std::string& path, bool is_main)>;
+
+  // Without `in_scope`, every object is in scope.
+  explicit Symbolizer(InScope in_scope = nullptr);
   ~Symbolizer();
   Symbolizer(const Symbolizer&) = delete;
   Symbolizer& operator=(const Symbolizer&) = delete;

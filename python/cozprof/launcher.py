@@ -8,10 +8,8 @@ pure functions; only `run` starts a process.
 import errno
 import os
 import re
-import resource
 import signal
 import stat
-import struct
 import sys
 
 from . import run_summary
@@ -319,21 +317,21 @@ def _elf_has_interp(f, head):
     """True when the ELF file has a PT_INTERP program header (it uses ld.so)."""
     if len(head) < 52:
         return True  # too short to judge: let the kernel complain
-    bits, endian = head[4], head[5]
-    e = "<" if endian == 1 else ">"
-    if bits == 2:
-        phoff, = struct.unpack_from(e + "Q", head, 32)
-        phentsize, phnum = struct.unpack_from(e + "HH", head, 54)
+    order = "little" if head[5] == 1 else "big"
+
+    def field(data, at, size):  # not struct: its import cost 0.3 ms of every run
+        return int.from_bytes(data[at:at + size], order)
+
+    if head[4] == 2:  # 64-bit
+        phoff, phentsize, phnum = field(head, 32, 8), field(head, 54, 2), field(head, 56, 2)
     else:
-        phoff, = struct.unpack_from(e + "I", head, 28)
-        phentsize, phnum = struct.unpack_from(e + "HH", head, 42)
+        phoff, phentsize, phnum = field(head, 28, 4), field(head, 42, 2), field(head, 44, 2)
     if phnum == 0 or phentsize < 4:
         return False
     f.seek(phoff)
     table = f.read(phentsize * phnum)
     for i in range(min(phnum, len(table) // phentsize)):
-        p_type, = struct.unpack_from(e + "I", table, i * phentsize)
-        if p_type == 3:  # PT_INTERP
+        if field(table, i * phentsize, 4) == 3:  # PT_INTERP
             return True
     return False
 
@@ -463,6 +461,8 @@ def pass_status(status):
     killed it (`status` is Popen's: negative for a signal)."""
     if status >= 0:
         return status
+    import resource  # only here: not on the way to the program's main
+
     sig = -status
     flush_std()
     # Die by the same signal so the shell sees the same status; the child already

@@ -24,6 +24,14 @@ uint32_t marker_line(const std::string& file, const std::string& marker) {
   return 0;
 }
 
+// fixture_inline_outer of the library `lib` (with inlined code), loaded; 0
+// when it cannot be.
+uintptr_t inline_outer(const std::string& lib) {
+  void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) ADD_FAILURE() << dlerror();
+  return h ? reinterpret_cast<uintptr_t>(dlsym(h, "fixture_inline_outer")) : 0;
+}
+
 __attribute__((noinline)) int symbolizer_marker_fn(int x) { return x * 3 + 11; }  // MARK_SYM_FN
 
 }  // namespace
@@ -41,9 +49,7 @@ TEST(Symbolizer, FunctionOfThisFile) {
 
 TEST(Symbolizer, InlinedFunctionThenItsCaller) {
   const std::string lib = kBin + "/liblm_inline.so";
-  void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(h, nullptr) << dlerror();
-  uintptr_t fn = reinterpret_cast<uintptr_t>(dlsym(h, "fixture_inline_outer"));
+  uintptr_t fn = inline_outer(lib);
   ASSERT_NE(fn, 0u);
   const std::string src = kSrc + "/fixture_inline.c";
   coz::Symbolizer s;
@@ -81,6 +87,51 @@ TEST(Symbolizer, LibraryWithoutDebugInformationGivesTheSymbol) {
   EXPECT_EQ(r.frames[0].function, "fixture_lib_fn");
   EXPECT_EQ(r.frames[0].file, "");
   EXPECT_EQ(r.frames[0].line, 0u);
+}
+
+TEST(Symbolizer, OutsideTheBinaryScopeGivesTheSymbolOnly) {
+  // The library with inlined code, read from its DWARF when in scope; out
+  // of it, the same addresses give the function of the symbol table alone.
+  const std::string lib = kBin + "/liblm_inline.so";
+  uintptr_t fn = inline_outer(lib);
+  ASSERT_NE(fn, 0u);
+  coz::Symbolizer in;
+  coz::Symbolizer out([&](const std::string& path, bool) { return path != lib; });
+  bool found = false;
+  for (uintptr_t pc = fn; pc < fn + 64 && !found; pc++) {
+    coz::Symbolized full = in.symbolize(pc);
+    if (full.frames.size() != 2) continue;  // an address in the inlined helper
+    found = true;
+    coz::Symbolized r = out.symbolize(pc);
+    EXPECT_EQ(r.object, lib);
+    EXPECT_EQ(r.object_address, full.object_address);
+    EXPECT_EQ(r.build_id, full.build_id);
+    ASSERT_EQ(r.frames.size(), 1u);
+    EXPECT_EQ(r.frames[0].function, "fixture_inline_outer");
+    EXPECT_EQ(r.frames[0].file, "");
+    EXPECT_EQ(r.frames[0].line, 0u);
+  }
+  EXPECT_TRUE(found) << "no address of fixture_inline_outer is in the inlined helper";
+  // The main executable (this test) stays in scope: its file and line.
+  coz::Symbolized self = out.symbolize(reinterpret_cast<uintptr_t>(&symbolizer_marker_fn));
+  ASSERT_FALSE(self.frames.empty());
+  EXPECT_EQ(self.frames[0].file, std::string(__FILE__));
+}
+
+TEST(Symbolizer, SymbolNamesHaveNoVersion) {
+  // libc's pthread_cond_wait has two versions; its separate debug file's
+  // .symtab, when installed, names the default one
+  // "pthread_cond_wait@@GLIBC_2.3.2".
+  void* fn = dlsym(RTLD_DEFAULT, "pthread_cond_wait");
+  ASSERT_NE(fn, nullptr);
+  Dl_info info;
+  ASSERT_NE(dladdr(fn, &info), 0);
+  const std::string libc = info.dli_fname;
+  coz::Symbolizer s([&](const std::string& path, bool) { return path != libc; });
+  coz::Symbolized r = s.symbolize(reinterpret_cast<uintptr_t>(fn));
+  ASSERT_EQ(r.frames.size(), 1u);
+  EXPECT_NE(r.frames[0].function.find("cond_wait"), std::string::npos) << r.frames[0].function;
+  EXPECT_EQ(r.frames[0].function.find('@'), std::string::npos) << r.frames[0].function;
 }
 
 TEST(Symbolizer, DemanglesCppNames) {
