@@ -15,6 +15,9 @@ namespace {
 
 std::atomic<PauseFn> g_pause{real_pause};
 std::atomic<ClockFn> g_clock{now_mono};
+std::atomic<bool> g_test_clock{false};
+// ns per counter tick (32.32) that waits are timed with; 0: the clock.
+std::atomic<uint64_t> g_wait_tick_rate{0};
 
 // Raises the global delay to at least `value`.
 void raise_global(uint64_t value) {
@@ -80,14 +83,53 @@ void catch_up(ThreadState* t) {
 }
 
 uint64_t wait_clock() { return g_clock.load(std::memory_order_relaxed)(); }
-void set_clock_fn(ClockFn fn) { g_clock.store(fn ? fn : now_mono); }
+void set_clock_fn(ClockFn fn) {
+  g_test_clock.store(fn != nullptr);
+  if (fn) g_wait_tick_rate.store(0);
+  g_clock.store(fn ? fn : now_mono);
+}
+
+void calibrate_wait_ticks() {
+  static TickCalibration calibration;
+  static int usable = -1;  // -1: not known yet; 0: no (not the clock source, or strayed); 1: yes
+  if (usable < 0) usable = tsc_is_clock_source() ? 1 : 0;
+  if (!usable) return;
+  uint64_t rate = calibration.measure(10000000);  // 10 ms
+  if (!rate) return;
+  uint64_t in_use = g_wait_tick_rate.load(std::memory_order_relaxed);
+  uint64_t diff = rate > in_use ? rate - in_use : in_use - rate;
+  if (in_use && diff > in_use / 1000) {
+    usable = 0;
+    g_wait_tick_rate.store(0, std::memory_order_relaxed);
+    return;
+  }
+  if (!g_test_clock.load(std::memory_order_relaxed)) g_wait_tick_rate.store(rate, std::memory_order_relaxed);
+}
+
+uint64_t wait_elapsed(const ThreadState* t, uint64_t* now_ns) {
+  uint64_t waited = 0;
+  if (t->wait_tick_rate) {
+    uint64_t now = cpu_ticks();
+    if (now > t->wait_start) waited = ticks_to_ns(now - t->wait_start, t->wait_tick_rate);
+    if (now_ns) *now_ns = wait_clock();
+  } else {
+    uint64_t now = wait_clock();
+    if (t->wait_start && now > t->wait_start) waited = now - t->wait_start;
+    if (now_ns) *now_ns = now;
+  }
+  return waited;
+}
 
 void pre_block(ThreadState* t) {
   // A wait inside a wait (a signal handler that sleeps during a read) is
   // part of the outer one: only the outer one is settled.
   if (t->wait_depth++) return;
-  t->wait_start_ns = wait_clock();
+  // The experiment first, the time after: a wait that saw the experiment
+  // began after it (end_wait counts such a wait inside it whole).
   sync_epoch(t);
+  t->wait_epoch = t->epoch;
+  t->wait_tick_rate = g_wait_tick_rate.load(std::memory_order_relaxed);
+  t->wait_start = t->wait_tick_rate ? cpu_ticks() : wait_clock();
   t->pre_block_global = shared().global_delay.load(std::memory_order_relaxed);
   t->blocked = true;
 }
@@ -97,10 +139,10 @@ bool leave_wait(ThreadState* t) { return t->wait_depth == 0 || --t->wait_depth =
 void post_block(ThreadState* t, bool woken_by_program_thread) {
   if (!leave_wait(t)) return;
   // Hold off the sample handler meanwhile: it would pay from the same counts.
-  if (t->busy.exchange(1, std::memory_order_acquire)) return;
+  if (!t->enter()) return;
   credit_wait(t, woken_by_program_thread);
   catch_up(t);
-  t->busy.store(0, std::memory_order_release);
+  t->leave();
 }
 
 void credit_wait(ThreadState* t, bool woken_by_program_thread) {

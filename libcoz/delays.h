@@ -28,7 +28,21 @@ void set_pause_fn(PauseFn fn);
 // The clock of waits (CLOCK_MONOTONIC; replaced in tests).
 using ClockFn = uint64_t (*)();
 uint64_t wait_clock();
-void set_clock_fn(ClockFn fn);
+void set_clock_fn(ClockFn fn);  // a test clock also stops the timing by ticks below
+
+// Waits are timed with the time-stamp counter once its rate against
+// CLOCK_MONOTONIC is measured (calibrate_wait_ticks), where the kernel keeps
+// the counter as its clock source; with CLOCK_MONOTONIC before, elsewhere,
+// and under a test clock. The profiler thread calls calibrate_wait_ticks
+// at each look at the threads: from 10 ms after its first call on, waits
+// begun then are timed by ticks, at the rate measured over the whole run so
+// far. Should the rate measured later stray from the one in use by more
+// than 0.1% (a counter that does not keep a constant rate after all), waits
+// go back to the clock for the rest of the run.
+void calibrate_wait_ticks();
+// The time since the current wait began (pre_block), in nanoseconds;
+// `now_ns`, when given, receives CLOCK_MONOTONIC now (read only then).
+uint64_t wait_elapsed(const ThreadState* t, uint64_t* now_ns = nullptr);
 
 // Brings the thread's counts into the current experiment: a new experiment
 // forgives the debts of the previous one, and every thread owes the delays

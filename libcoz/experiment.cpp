@@ -13,6 +13,7 @@
 #include <ctime>
 
 #include "clock.h"
+#include "delays.h"
 #include "counters.h"
 #include "rawlog.h"
 #include "sampler.h"
@@ -202,6 +203,7 @@ void Profiler::keep_up() {
 
 void Profiler::drain() {
   if (hooks_.poll_objects) hooks_.poll_objects();
+  calibrate_wait_ticks();  // the waits' clock (delays.h)
   // Under the registry lock only copy the samples out: symbolizing may read
   // DWARF for seconds, and pthread_create and fork wait for that lock.
   // What keep_up() took first: those samples are older.

@@ -53,15 +53,14 @@ uint64_t mix(uintptr_t a, uintptr_t b) {
   return h ^ (h >> 33);
 }
 
-LockTable* table_of(ThreadState* t) {
+__attribute__((noinline)) LockTable* new_table(ThreadState* t) {
   // The table comes from mmap, never from malloc: the hook may run inside
   // the program's own allocator, holding the lock it just took.
-  if (!t->locks) {
-    void* m = mmap(nullptr, sizeof(LockTable), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m != MAP_FAILED) t->locks = new (m) LockTable();  // zero pages: touched as slots fill
-  }
+  void* m = mmap(nullptr, sizeof(LockTable), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m != MAP_FAILED) t->locks = new (m) LockTable();  // zero pages: touched as slots fill
   return t->locks;
 }
+inline LockTable* table_of(ThreadState* t) { return t->locks ? t->locks : new_table(t); }
 
 // The call site: the caller when the program called the function itself
 // (its address is in scope), else the first in-scope frame of the stack.
@@ -265,14 +264,7 @@ std::unordered_map<uintptr_t, LockTotals> LockMerger::folded() const {
 }
 
 void LockMerger::calibrate() {
-  uint64_t tick = lock_ticks(), ns = now_mono();
-  if (!tick0_) {
-    tick0_ = tick;
-    ns0_ = ns;
-    return;
-  }
-  if (tick > tick0_ + 1000000 && ns > ns0_)
-    ns_per_tick_ = static_cast<double>(ns - ns0_) / static_cast<double>(tick - tick0_);
+  if (uint64_t rate = calibration_.measure(300000)) ns_per_tick_ = static_cast<double>(rate) / 4294967296.0;
 }
 
 }  // namespace coz

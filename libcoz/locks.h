@@ -19,6 +19,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "clock.h"
+
 namespace coz {
 
 struct ThreadState;
@@ -31,11 +33,7 @@ const char* lock_kind_name(LockKind k);
 
 // Timestamps of the hot path: the CPU's time-stamp counter (constant rate),
 // converted to nanoseconds off the hot path.
-inline uint64_t lock_ticks() {
-  uint32_t lo, hi;
-  __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-  return (static_cast<uint64_t>(hi) << 32) | lo;
-}
+inline uint64_t lock_ticks() { return cpu_ticks(); }
 
 // One (object, call site) of one thread. Written by the owning thread,
 // read by the profiler thread (relaxed: counts only grow).
@@ -115,7 +113,7 @@ class LockMerger {
   std::unordered_map<pid_t, Snapshot> live_;
   std::unordered_map<uintptr_t, LockTotals> ended_objects_, ended_folded_;
   double ns_per_tick_ = 1.0;
-  uint64_t tick0_ = 0, ns0_ = 0;
+  TickCalibration calibration_;
 };
 
 // Where each object was initialized (lock_initialized), if seen.

@@ -36,14 +36,20 @@ inline ThreadState* hooked_thread() {
   return t;
 }
 
+// Whether an experiment runs (or its delays drain) for a hooked thread:
+// the answers that matter for delays only then are looked up only then.
+inline bool experiment_running() { return hooked_thread() && shared().paying.load(std::memory_order_relaxed); }
+inline bool fd_woken_by_sibling(int fd) { return experiment_running() && fd_links_siblings(fd); }
+
 // Delay hooks of the wrappers (see delays.h for what they mean). They keep
 // errno as the wrapped call left it.
-inline void hook_wake() {  // before this thread releases another: catch up on own samples and debts
-  if (ThreadState* t = hooked_thread()) {
-    int e = errno;
-    process_samples(t, nullptr);
-    errno = e;
-  }
+inline void wake(ThreadState* t) {  // before this thread releases another: catch up on own samples and debts
+  int e = errno;
+  process_samples(t, nullptr);
+  errno = e;
+}
+inline void hook_wake() {
+  if (ThreadState* t = hooked_thread()) wake(t);
 }
 inline void hook_pre_block() {
   if (ThreadState* t = hooked_thread()) pre_block(t);

@@ -194,6 +194,7 @@ uint64_t drain_perf(ThreadState* t, void* uc) {
   RecordReader r{reinterpret_cast<const char*>(page) + page->data_offset, page->data_size};
   uint64_t head = __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE);
   uint64_t tail = page->data_tail;
+  const uint64_t first = tail;
   uint64_t hit_ns = 0;
   // The newest sample: switch records may follow it (the thread was
   // switched out between the sample and the signal's delivery), and the
@@ -235,7 +236,9 @@ uint64_t drain_perf(ThreadState* t, void* uc) {
     }
     tail += hdr.size;
   }
-  __atomic_store_n(&page->data_tail, tail, __ATOMIC_RELEASE);
+  // (Not stored when nothing was read: the wakes' drains find the ring
+  // empty most of the time.)
+  if (tail != first) __atomic_store_n(&page->data_tail, tail, __ATOMIC_RELEASE);
   // A drain outside a sample signal is a wake's (hook_wake): what the ring
   // shows next happened after it.
   t->wake_tail = uc ? UINT64_MAX : tail;
@@ -498,7 +501,7 @@ void sampler_forget(ThreadState* t) {
 }
 
 void process_samples(ThreadState* t, void* uc) {
-  if (t->busy.exchange(1, std::memory_order_acquire)) return;
+  if (!t->enter()) return;
   add_hits(t, drain_perf(t, uc));
   if (uc && ++t->samples_at_period >= kSamplesPerPeriod) {
     t->samples_at_period = 0;
@@ -506,15 +509,15 @@ void process_samples(ThreadState* t, void* uc) {
     if (ioctl(t->perf_fd, PERF_EVENT_IOC_PERIOD, &next) == 0) t->period_ns = next;
   }
   catch_up(t);
-  t->busy.store(0, std::memory_order_release);
+  t->leave();
 }
 
 // [sig] Called by the runtime's signal handler for a sample signal of ours.
 void process_timer_sample(ThreadState* t, void* uc, int overrun) {
-  if (t->busy.exchange(1, std::memory_order_acquire)) return;
+  if (!t->enter()) return;
   add_hits(t, sample_from_context(t, uc, overrun));
   catch_up(t);
-  t->busy.store(0, std::memory_order_release);
+  t->leave();
 }
 
 }  // namespace coz

@@ -53,9 +53,10 @@ inline int try_acquire(LockKind kind, const void* object, void* caller, Try try_
 
 // A release: the hold time ends, and waiters may be released (wake).
 inline void release(const void* object) {
-  if (lock_counters_on())
-    if (ThreadState* t = hooked_thread()) lock_released(t, object);
-  hook_wake();
+  ThreadState* t = hooked_thread();
+  if (!t) return;
+  if (lock_counters_on()) lock_released(t, object);
+  wake(t);
 }
 
 // A wait for someone else's work (condition variable, barrier, futex):

@@ -4,10 +4,7 @@
 
 namespace coz {
 
-Shared& shared() {
-  static Shared s;  // trivially constructible atomics: usable before any constructor runs
-  return s;
-}
+Shared g_shared;
 
 const RangeSet* make_range_set(std::vector<AddrRange> ranges) {
   std::sort(ranges.begin(), ranges.end(), [](const AddrRange& a, const AddrRange& b) { return a.start < b.start; });

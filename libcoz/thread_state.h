@@ -161,7 +161,11 @@ struct ThreadState {
   uint64_t epoch = 0;        // experiment these counts belong to
   uint64_t pre_block_global = 0;
   bool blocked = false;      // between pre_block and post_block: debts wait for post_block
-  uint64_t wait_start_ns = 0;  // CLOCK_MONOTONIC when the current wait began
+  // When the current wait began: counter ticks when wait_tick_rate (ns
+  // per tick, 32.32) is set, else CLOCK_MONOTONIC ns (delays.h, wait_elapsed).
+  uint64_t wait_start = 0;
+  uint64_t wait_tick_rate = 0;
+  uint64_t wait_epoch = 0;  // the experiment (Shared::epoch) when the current wait began
   uint32_t wait_depth = 0;     // waits entered and not left (a signal handler's wait nests in another)
   uint64_t last_wait_ns = 0;   // how long the last wait lasted (for the synchronization counters)
 
@@ -170,7 +174,22 @@ struct ThreadState {
   uint64_t wait_rest_ns[6] = {0, 0, 0, 0, 0, 0};
   std::atomic<uint64_t> wait_total_ns[6] = {};
   std::atomic<uint64_t> paused_ns{0};  // slept paying delays (switch records see it as off the CPU)
-  std::atomic<int> busy{0};  // [sig] re-entrancy guard of sample processing
+  // [sig] Re-entrancy guard of sample processing: only the owning thread
+  // and its own signal handler use it, and a handler runs to its end before
+  // the code it interrupted goes on, so a load and a store ordered against
+  // the handler by signal fences do what an atomic exchange would, without
+  // the exchange's bus lock (issue 11: the interposed calls' fast path).
+  std::atomic<int> busy{0};
+  bool enter() {
+    if (busy.load(std::memory_order_relaxed)) return false;
+    busy.store(1, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    return true;
+  }
+  void leave() {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    busy.store(0, std::memory_order_relaxed);
+  }
 
   // The sampling period in force [sig], drawn afresh every few samples.
   uint64_t period_ns = 0;
@@ -243,7 +262,10 @@ struct Shared {
   std::atomic<uint64_t> experiment_start_ns{0};    // CLOCK_MONOTONIC start of the running experiment
 };
 
-Shared& shared();
+// Constant-initialized (its constructor is constexpr): usable before any
+// constructor runs. Inline, so that the interposed calls' checks are a load.
+extern Shared g_shared;
+inline Shared& shared() { return g_shared; }
 
 // [sig] Whether a callchain (innermost first) counts for the selected unit
 // `sel`: by its first frame in `scope` (the sample's first in-scope frame,

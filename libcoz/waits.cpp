@@ -71,8 +71,6 @@ std::unordered_map<int, std::unordered_set<uint64_t>>* g_epoll_siblings = nullpt
 
 void settle_handed_descriptors();  // below, beside the fork handlers
 
-bool experiment_running() { return hooked_thread() && shared().paying.load(std::memory_order_relaxed); }
-
 // The runtime's own code (libcoz.so): its frames are left out of a call's stack.
 struct OwnText {
   uintptr_t start = 0, end = 0;
@@ -151,14 +149,16 @@ void end_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller) {
   if (!leave_wait(t)) return;
   // Hold off the sample handler meanwhile: it would pay from the same counts
   // and push to the same ring.
-  if (t->busy.exchange(1, std::memory_order_acquire)) return;
+  if (!t->enter()) return;
   credit_wait(t, woken);
-  uint64_t now = wait_clock();
-  uint64_t waited = t->wait_start_ns && now > t->wait_start_ns ? now - t->wait_start_ns : 0;
+  uint64_t waited = wait_elapsed(t);
   t->last_wait_ns = waited;
   const int k = static_cast<int>(kind);
   if (waited) {
-    t->wait_total_ns[k].fetch_add(waited, std::memory_order_relaxed);
+    // One writer, this thread (a wait nested in this one returns above):
+    // no locked add, the profiler thread only reads.
+    t->wait_total_ns[k].store(t->wait_total_ns[k].load(std::memory_order_relaxed) + waited,
+                              std::memory_order_relaxed);
     const uint64_t period = sample_period_ns();
     t->wait_rest_ns[k] += waited;
     const bool sped = (shared().blocked_scope.load(std::memory_order_relaxed) >> k & 1) &&
@@ -184,9 +184,16 @@ void end_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller) {
     if (sped && call_site_selected(smp.pcs, smp.n)) {
       // The wait, sped up, earns delay as CPU samples of the line do: for
       // its part inside the experiment (the part before it began is not in
-      // what the experiment measures).
-      uint64_t from = std::max(t->wait_start_ns, shared().experiment_start_ns.load(std::memory_order_relaxed));
-      uint64_t inside = now > from ? now - from : 0;
+      // what the experiment measures). A wait begun in this experiment is
+      // inside it whole; one begun before, from the experiment's start on.
+      uint64_t inside = waited;
+      if (t->wait_epoch != shared().epoch.load(std::memory_order_acquire)) {
+        uint64_t now = 0;
+        wait_elapsed(t, &now);
+        uint64_t start = now > waited ? now - waited : 0;
+        uint64_t from = std::max(start, shared().experiment_start_ns.load(std::memory_order_relaxed));
+        inside = now > from ? now - from : 0;
+      }
       add_hits(t, inside);
       shared().selected_blocked_ns.fetch_add(inside, std::memory_order_relaxed);
     }
@@ -200,7 +207,7 @@ void end_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller) {
     }
   }
   catch_up(t);
-  t->busy.store(0, std::memory_order_release);
+  t->leave();
 }
 
 void fds_pipe_created(const int fds[2]) {
@@ -359,8 +366,6 @@ void fds_fork_child() {
   new (&g_epoll_mu) std::mutex();  // taken by prepare, in a thread the child does not have
   demote_shared_descriptors(true);
 }
-
-bool fd_woken_by_sibling(int fd) { return experiment_running() && fd_links_siblings(fd); }
 
 bool poll_woken_by_sibling(const struct pollfd* fds, unsigned long n, int ready) {
   if (ready <= 0 || !experiment_running()) return false;

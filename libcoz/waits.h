@@ -69,13 +69,13 @@ void fds_fork_child();
 void fds_handed_to_child();
 
 // Whether a wait that returned on these descriptors was ended by a sibling
-// thread. Answer false at once (no system call) outside experiments.
-bool fd_woken_by_sibling(int fd);
+// thread. Answer false at once (no system call) outside experiments (and
+// fd_woken_by_sibling, inline in runtime.h, without a call).
 bool poll_woken_by_sibling(const struct pollfd* fds, unsigned long n, int ready);
 bool select_woken_by_sibling(int nfds, const fd_set* readfds, int ready);
 bool epoll_woken_by_sibling(int epfd, const struct epoll_event* events, int ready);
 
-// The classification itself, without the experiment check (for tests).
+// The classification itself, without the experiment check.
 bool fd_links_siblings(int fd);
 
 }  // namespace coz

@@ -926,6 +926,38 @@ TEST_F(WaitAccounting, AWaitInsideAWaitIsPartOfTheOuterOne) {
   EXPECT_EQ(t.wait_depth, 0u);
 }
 
+// Waits are timed with the time-stamp counter once its rate is measured
+// (where the kernel keeps it as its clock source): a wait so timed lies
+// within the CLOCK_MONOTONIC readings bracketing its start and its end,
+// give or take the rate's 0.1% bound. A test clock turns the counter off.
+TEST(WaitClock, TicksAgreeWithTheClockAndATestClockTurnsThemOff) {
+  if (!tsc_is_clock_source()) GTEST_SKIP() << "the time-stamp counter is not the kernel's clock source here";
+  set_clock_fn(nullptr);
+  calibrate_wait_ticks();
+  timespec gap{0, 12000000};
+  nanosleep(&gap, nullptr);
+  calibrate_wait_ticks();  // 12 ms after the first measurement: the rate is set
+  ThreadState t;
+  uint64_t before_start = now_mono();
+  pre_block(&t);
+  uint64_t after_start = now_mono();
+  ASSERT_NE(t.wait_tick_rate, 0u) << "timed by ticks";
+  timespec wait{0, 5000000};
+  nanosleep(&wait, nullptr);
+  uint64_t before_end = now_mono();
+  uint64_t waited = wait_elapsed(&t);
+  uint64_t after_end = now_mono();
+  uint64_t shortest = before_end - after_start, longest = after_end - before_start;
+  EXPECT_GE(waited + shortest / 1000 + 1000, shortest);
+  EXPECT_LE(waited, longest + longest / 1000 + 1000);
+  set_clock_fn(fake_clock);
+  ThreadState u;
+  pre_block(&u);
+  EXPECT_EQ(u.wait_tick_rate, 0u) << "a test clock times every wait";
+  EXPECT_EQ(u.wait_start, g_fake_now);
+  set_clock_fn(nullptr);
+}
+
 TEST_F(WaitAccounting, ASpedUpWaitEarnsOnlyItsPartInsideTheExperiment) {
   // The selected line is the wait's call site: the whole text is in scope,
   // and the selected ranges cover this test's own code (the call stack).
@@ -937,18 +969,26 @@ TEST_F(WaitAccounting, ASpedUpWaitEarnsOnlyItsPartInsideTheExperiment) {
   sync_epoch(&other);
   pre_block(&t);
   g_fake_now += 4000000;  // 4 ms before the experiment...
-  s.experiment_start_ns.store(g_fake_now);
+  s.experiment_start_ns.store(g_fake_now);  // the experiment starts as the profiler starts one
+  s.epoch_start_global.store(s.global_delay.load());
+  s.epoch.fetch_add(1);
   g_fake_now += 2000000;  // ... and 2 ms in it
   end_wait(&t, WaitKind::kSleep, false, 0);
   EXPECT_EQ(s.selected_blocked_ns.load(), 2000000u);
   EXPECT_EQ(t.local_delay - 1000, 1000000u) << "50% of the 2 ms inside the experiment";
   catch_up(&other);
   EXPECT_EQ(g_slept_total, 1000000u) << "the others pay for it";
+  // A wait begun inside the experiment counts whole.
+  pre_block(&t);
+  g_fake_now += 3000000;
+  end_wait(&t, WaitKind::kSleep, false, 0);
+  EXPECT_EQ(s.selected_blocked_ns.load(), 5000000u);
+  EXPECT_EQ(t.local_delay - 1000, 2500000u);
   // A wait of a category outside the blocked scope earns nothing.
   pre_block(&t);
   g_fake_now += 2000000;
   end_wait(&t, WaitKind::kLock, false, 0);
-  EXPECT_EQ(s.selected_blocked_ns.load(), 2000000u);
+  EXPECT_EQ(s.selected_blocked_ns.load(), 5000000u);
   s.scope.store(nullptr);
 }
 
