@@ -63,7 +63,7 @@ POINT = "xz.write"
 THREADS = 3
 # Steps of each known cost in a normal run (a spin step is about 1 ns): the
 # compressor's per 16 KiB chunk, the writer's per 8 KiB output buffer.
-STEPS = {"COMPRESS": 150000, "WRITE": 300000}
+STEPS = {"COMPRESS": 450000, "WRITE": 900000}
 ENV = {"COMPRESS": "COZ_BENCH_COMPRESS_STEPS", "WRITE": "COZ_BENCH_WRITE_STEPS"}
 INPUT_MB = 12
 SHORT_INPUT_MB = 2
