@@ -14,7 +14,7 @@ blocks (liblzma's multi-threaded encoder): four threads on 2 cores.
   2. patch a copy: a known cost on one line of the compressor's per-chunk
      loop (liblzma's worker_encode, key COMPRESS) and one of the writer
      (xz's io_write, key WRITE), each a dependent multiply chain (bench.h's
-     BENCH_SPIN) of COZ_BENCH_COMPRESS_STEPS / COZ_BENCH_WRITE_STEPS steps
+     BENCH_SPIN) of BENCH_COMPRESS_STEPS / BENCH_WRITE_STEPS steps
      (environment variables, read once at start-up), and a progress point
      `xz.write` per output buffer written; liblzma linked statically so both
      lines are in the program's scope. Two builds: -g -O2 with the project's
@@ -64,7 +64,9 @@ THREADS = 3
 # Steps of each known cost in a normal run (a spin step is about 1 ns): the
 # compressor's per 16 KiB chunk, the writer's per 8 KiB output buffer.
 STEPS = {"COMPRESS": 450000, "WRITE": 900000}
-ENV = {"COMPRESS": "COZ_BENCH_COMPRESS_STEPS", "WRITE": "COZ_BENCH_WRITE_STEPS"}
+ENV = {"COMPRESS": "BENCH_COMPRESS_STEPS", "WRITE": "BENCH_WRITE_STEPS"}
+# Not COZ_*: `coz run` drops every COZ_* variable of its environment (stale
+# settings must not reach the runtime), so such a cost would be 0 under ours.
 INPUT_MB = 12
 SHORT_INPUT_MB = 2
 
@@ -78,7 +80,7 @@ HEADER = r"""/* Added by benchmarks/real_xz.py: known costs of the accuracy benc
 static long cozb_compress_steps, cozb_write_steps;
 static void cozb_init(void) __attribute__((constructor));
 static void cozb_init(void) {
-  const char *c = getenv("COZ_BENCH_COMPRESS_STEPS"), *w = getenv("COZ_BENCH_WRITE_STEPS");
+  const char *c = getenv("BENCH_COMPRESS_STEPS"), *w = getenv("BENCH_WRITE_STEPS");
   cozb_compress_steps = c ? atol(c) : 0;
   cozb_write_steps = w ? atol(w) : 0;
 }
@@ -234,14 +236,19 @@ def real_speedups(exe, path, key, amounts, reps):
     return {x: 1 - benchlib.median(runs[x]) / base for x in amounts}, noise, base
 
 
-def out_of_scope_share(profile_path):
-    """Share of the profile's samples whose stack held no in-scope frame."""
+def sample_shares(profile_path, line):
+    """(share of the samples whose stack held no in-scope frame, share charged
+    to `line`) in a profile of ours."""
     from cozprof import profile
 
     prof = profile.load([profile_path])
     oos = sum(r.out_of_scope for r in prof.runs)
     total = oos + sum(sum(r.samples.values()) for r in prof.runs)
-    return oos / total if total else None
+    path, n = line.rsplit(":", 1)
+    on_line = sum(c for r in prof.runs for loc, c in r.samples.items()
+                  if loc.rsplit(":", 1)[-1] == n and os.path.basename(loc.rsplit(":", 1)[0]) ==
+                  os.path.basename(path))
+    return (oos / total, on_line / total) if total else (None, None)
 
 
 def main(argv=None):
@@ -330,8 +337,12 @@ def main(argv=None):
                     per_min[who] = n / (wall / 60)
                     notes += [f"{who}: " + f for f in found] + [f"{who}: run {wall:.1f} s"]
                     if who == "ours":
-                        oos[key] = out_of_scope_share(out)
-                        notes.append(f"ours: {oos[key] * 100:.1f}% of samples out of scope")
+                        oos[key], share = sample_shares(out, line)
+                        notes.append(f"ours: {oos[key] * 100:.1f}% of samples out of scope, "
+                                     f"{share * 100:.1f}% on the line")
+                        if not share:
+                            failures.append({"line": key, "profiler": who,
+                                             "error": "no sample on the line: its cost did not run"})
                         if any(preds[who].get(x) is None for x in amounts):
                             failures.append({"line": key, "profiler": who,
                                              "error": "no prediction: " + "; ".join(found)})
