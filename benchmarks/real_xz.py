@@ -26,9 +26,9 @@ blocks (liblzma's multi-threaded encoder): four threads on 2 cores.
      median of interleaved plain runs (1 - t_x / t_0, wall time); predicted:
      one run of ours (`coz run --fixed-line FILE:LINE --experiment-length
      100ms`) and one of upstream (`/usr/bin/coz run --fixed-line`) per line,
-     both on 8 times the input (xz's output comes in bursts, one block at a
-     time: our experiments lengthen to ~400 ms, as upstream's), judged by
-     benchlib.predict, the analysis accuracy.py uses.
+     both on 8 times the input (the normal run lasts about 1 s: twice it
+     holds too few experiments), judged by benchlib.predict, the analysis
+     accuracy.py uses.
 Prints a table (line, x, real, ours, upstream, errors, usable experiments
 per minute of profiled run) and a JSON summary {"summary": "real_xz", ...}
 with the share of our samples that fell out of scope.
