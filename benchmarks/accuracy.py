@@ -306,57 +306,13 @@ def fixed_options(case):
 
 
 def predictions(case, runner, amounts, workdir, tag):
-    """({x: predicted speedup or None}, notes, experiments) from ONE profiled run.
-
-    The run fixes the case's unit (`--fixed-line`, `--fixed-function` or
-    `--fixed-callsite`) and has no `--fixed-speedup`: the profiler picks a
-    speedup per experiment, half of them 0%, interleaved, so baselines and
-    sped-up experiments share the machine's conditions. The profile is judged
-    by the project's one analysis (`cozprof.analysis.analyze`, no phase
-    correction: the unit is the only one ever selected). The prediction at x
-    is the experiment-weighted mean of the measured points within 5 points of
-    x; only when no point is that near, the fit's value at x (marked "fit").
-    """
-    from cozprof import analysis, profile
-
+    """({x: predicted speedup or None}, notes, experiments) from ONE profiled run
+    fixing the case's unit (`--fixed-line`, `--fixed-function` or
+    `--fixed-callsite`), judged by benchlib.predict."""
     out = os.path.join(workdir, f"{case.name}.{tag}.coz")
     runner(out, case)
-    prof = profile.load([out])
-    res = analysis.analyze(prof, phase_correction=False)
     unit, name = target(case)
-
-    def same(entry):
-        if entry.get("unit", "line") != unit:
-            return False
-        if unit == "function":
-            return entry["line"].split(" [")[0] == name
-        path, lineno = name.rsplit(":", 1)
-        f, _, n = entry["line"].rpartition(":")
-        return n == lineno and os.path.basename(f) == os.path.basename(path)
-
-    curve = next((c for c in res["lines"] if same(c) and c["progress_point"] == case.point), None)
-    notes = []
-    if curve is None:
-        why = [o for o in res["omitted"] if same(o) and o["progress_point"] == case.point]
-        notes.append("no curve: " + (f"{why[0]['reason']} ({why[0]['detail']})" if why
-                                     else res["diagnosis"] or "unit not in the analysis"))
-        return {x: None for x in amounts}, notes, res["summary"]["experiments"]
-    pred = {}
-    fitted = []
-    for x in amounts:
-        near = [p for p in curve["points"]
-                if p["speedup"] > 0 and abs(p["speedup"] - x) <= 0.05 + 1e-9]
-        n = sum(p["experiments"] for p in near)
-        if n:
-            pred[x] = sum(p["program_speedup"] * p["experiments"] for p in near) / n
-        else:
-            pred[x] = curve["intercept"] + curve["slope"] * x
-            fitted.append(f"{int(round(x * 100))}%")
-    base_exps = sum(p["experiments"] for p in curve["points"] if p["speedup"] == 0)
-    notes.append(f"{curve['experiments']} exps ({base_exps} at 0%)")
-    if fitted:
-        notes.append("fit at " + ",".join(fitted))
-    return pred, notes, curve["experiments"]
+    return benchlib.predict(out, unit, name, case.point, amounts)
 
 
 def fmt_pp(v):

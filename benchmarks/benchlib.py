@@ -1,4 +1,4 @@
-"""Shared by accuracy.py and overhead.py: finding binaries, running programs
+"""Shared by accuracy.py, overhead.py and real_xz.py: finding binaries, running programs
 plain, under our `coz run` and under upstream COZ, and reading the profiles.
 
 Profiles are judged by the project's one parser and analysis
@@ -93,7 +93,9 @@ def parse_result(stdout, what):
     raise BenchError(f"{what}: no result line in its output:\n{stdout[-2000:]}")
 
 
-def _run(cmd, env, what, cwd=None):
+def _run(cmd, env, what, cwd=None, result=True):
+    """Runs `cmd`; its result line, with "wall_s" added. `result=False`: a
+    program that prints none (a real program), {"elapsed_s": wall time}."""
     t0 = time.monotonic()
     p = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=RUN_TIMEOUT_S)
@@ -101,13 +103,13 @@ def _run(cmd, env, what, cwd=None):
     if p.returncode != 0:
         raise BenchError(f"{what} failed (exit {p.returncode}): {' '.join(cmd)}\n"
                          f"{p.stderr[-3000:]}")
-    res = parse_result(p.stdout, what)
+    res = parse_result(p.stdout, what) if result else {"elapsed_s": wall}
     res["wall_s"] = wall
     return res
 
 
-def run_plain(cmd):
-    return _run(cmd, None, "plain run")
+def run_plain(cmd, result=True):
+    return _run(cmd, None, "plain run", result=result)
 
 
 def ours_env(libcoz):
@@ -170,22 +172,73 @@ def check_profile(output, what, complete=True):
         raise BenchError(f"{what}: its profile {output} has no shutdown record (the run ended abruptly)")
 
 
-def run_ours(cmd, libcoz, output, fixed_line=None, fixed_speedup=None, extra=()):
+def run_ours(cmd, libcoz, output, fixed_line=None, fixed_speedup=None, extra=(), result=True):
     """Run `cmd` under `python3 -m cozprof run`; the profile goes to `output`."""
     opts = _profile_options(output, fixed_line, fixed_speedup)
     full = [sys.executable, "-m", "cozprof", "run", *opts, *extra, "---", *cmd]
-    res = _run(full, ours_env(libcoz), "our coz run", cwd=os.path.dirname(output))
+    res = _run(full, ours_env(libcoz), "our coz run", cwd=os.path.dirname(output), result=result)
     check_profile(output, "our coz run")
     return res
 
 
-def run_upstream(cmd, output, fixed_line=None, fixed_speedup=None, extra=()):
+def run_upstream(cmd, output, fixed_line=None, fixed_speedup=None, extra=(), result=True):
     """Run `cmd` under upstream COZ (/usr/bin/coz); the profile goes to `output`."""
     opts = _profile_options(output, fixed_line, fixed_speedup)
     full = [UPSTREAM_COZ, "run", *opts, *extra, "---", *cmd]
-    res = _run(full, None, "upstream coz run", cwd=os.path.dirname(output))
+    res = _run(full, None, "upstream coz run", cwd=os.path.dirname(output), result=result)
     check_profile(output, "upstream coz run", complete=False)
     return res
+
+
+def predict(out, unit, name, point, amounts):
+    """({x: predicted speedup or None}, notes, experiments of the curve) from the
+    profile `out` of ONE run that fixed the unit (`unit`: "line", "callsite" or
+    "function"; `name`: 'FILE:LINE' or the function's name).
+
+    The run had no `--fixed-speedup`: the profiler picked a speedup per
+    experiment, half of them 0%, interleaved, so baselines and sped-up
+    experiments share the machine's conditions. The profile is judged by the
+    project's one analysis (`cozprof.analysis.analyze`, no phase correction:
+    the unit is the only one ever selected). The prediction at x is the
+    experiment-weighted mean of the measured points within 5 points of x;
+    only when no point is that near, the fit's value at x (marked "fit")."""
+    from cozprof import analysis, profile
+
+    prof = profile.load([out])
+    res = analysis.analyze(prof, phase_correction=False)
+
+    def same(entry):
+        if entry.get("unit", "line") != unit:
+            return False
+        if unit == "function":
+            return entry["line"].split(" [")[0] == name
+        path, lineno = name.rsplit(":", 1)
+        f, _, n = entry["line"].rpartition(":")
+        return n == lineno and os.path.basename(f) == os.path.basename(path)
+
+    curve = next((c for c in res["lines"] if same(c) and c["progress_point"] == point), None)
+    notes = []
+    if curve is None:
+        why = [o for o in res["omitted"] if same(o) and o["progress_point"] == point]
+        notes.append("no curve: " + (f"{why[0]['reason']} ({why[0]['detail']})" if why
+                                     else res["diagnosis"] or "unit not in the analysis"))
+        return {x: None for x in amounts}, notes, res["summary"]["experiments"]
+    pred = {}
+    fitted = []
+    for x in amounts:
+        near = [p for p in curve["points"]
+                if p["speedup"] > 0 and abs(p["speedup"] - x) <= 0.05 + 1e-9]
+        n = sum(p["experiments"] for p in near)
+        if n:
+            pred[x] = sum(p["program_speedup"] * p["experiments"] for p in near) / n
+        else:
+            pred[x] = curve["intercept"] + curve["slope"] * x
+            fitted.append(f"{int(round(x * 100))}%")
+    base_exps = sum(p["experiments"] for p in curve["points"] if p["speedup"] == 0)
+    notes.append(f"{curve['experiments']} exps ({base_exps} at 0%)")
+    if fitted:
+        notes.append("fit at " + ",".join(fitted))
+    return pred, notes, curve["experiments"]
 
 
 def upstream_available():

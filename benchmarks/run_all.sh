@@ -28,6 +28,7 @@ STEPS=(
   "locks.py --build $BUILD"
   "parse_bench.py"
   "conventional_bench.py"
+  "real_xz.py --build $BUILD"
 )
 
 {

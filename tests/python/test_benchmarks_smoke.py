@@ -203,3 +203,30 @@ def test_overhead_short_upstream(overhead_run):
         assert r["wall_s"]["upstream_causal"] > 0, r
     assert s["launch"]["time_to_main_s"]["upstream_causal"] >= 0, s["launch"]
     assert s["startup"]["time_to_main_s"]["upstream"] >= 0, s["startup"]
+
+
+def test_real_xz_short(build_dir, libcoz):
+    """real_xz.py --short: xz from Debian's sources (fetched and built once
+    into <build>/real_xz/, which takes minutes; later runs reuse them and need
+    no network), both lines measured and predicted by ours. Skipped only when
+    the source cannot be fetched (no deb-src reachable), saying why."""
+    cmd = [sys.executable, os.path.join(BENCH, "real_xz.py"), "--short", "--build", build_dir,
+           *_who_args()]
+    status, s, shown = _run_script(cmd, "real_xz", libcoz)
+    if s.get("fetch_error"):
+        pytest.skip("real_xz.py: the source of xz-utils cannot be fetched with apt-get source: "
+                    + s["fetch_error"].splitlines()[0])
+    assert s["errors"] == [], shown
+    assert sorted(r["line"] for r in s["rows"]) == ["COMPRESS", "WRITE"], shown
+    assert _failures_of_real(s, "ours") == [], shown
+    for r in s["rows"]:
+        assert r["real"] is not None and r["ours"] is not None, r
+        assert r["experiments_per_min"]["ours"] > 0, r
+    assert set(s["out_of_scope_share_ours"]) == {"COMPRESS", "WRITE"}, shown
+    if UPSTREAM:
+        assert _failures_of_real(s, "upstream") == [], shown
+    assert status == 0, shown
+
+
+def _failures_of_real(summary, who):
+    return [f for f in summary["failures"] if f["profiler"] == who]
