@@ -36,7 +36,11 @@ compare profilers over several programs, not one pair of runs.
 
 Usage: experiment_rate.py [--short] [--seconds S] [--only NAME[,NAME]]
                           [--ours-only | --upstream-only] [--build DIR]
-                          [--keep-profiles DIR]
+                          [--keep-profiles DIR] [--also NAME=LIBCOZ]
+
+--also runs one more profiler, our `coz run` with another libcoz.so (e.g. a
+build of an earlier commit), named NAME in the table, after ours: for
+before/after comparisons in one invocation, interleaved.
 """
 
 import argparse
@@ -125,25 +129,25 @@ def _width(line):
     return hi - lo
 
 
-def profile_one(program, who, build_dirs, libcoz, seconds, workdir):
+def profile_one(program, who, build_dirs, libcoz, seconds, workdir, others):
     name, normal, _ = WORK[program]
     args = [f"{name}={normal * WORK_FACTOR}"]
     output = os.path.join(workdir, f"{program}.{who}.coz")
     if os.path.exists(output):
         os.unlink(output)
-    if who == "ours":
+    if who != "upstream":
         binary = benchlib.find_program(build_dirs, program)
         cmd = [sys.executable, "-m", "cozprof", "run", "-o", output, "---", binary, *args]
-        env = benchlib.ours_env(libcoz)
+        env = benchlib.ours_env(others.get(who, libcoz))
     else:
         binary = benchlib.find_program(build_dirs, program + "_upstream")
         cmd = [benchlib.UPSTREAM_COZ, "run", "-o", output, "---", binary, *args]
         env = None
     wall, ended, err = timed_run(cmd, env, workdir, seconds)
-    benchlib.check_profile(output, f"{who} on {program}", complete=(who == "ours"))
+    benchlib.check_profile(output, f"{who} on {program}", complete=(who != "upstream"))
     f = figures(output, wall)
     f["ended"] = ended
-    if who == "ours":
+    if who != "upstream":
         note = [ln for ln in err.splitlines() if ln.startswith("coz: note: ")]
         f["note"] = note[-1] if note else None
     return f
@@ -164,7 +168,15 @@ def main():
     who.add_argument("--upstream-only", action="store_true")
     ap.add_argument("--build", action="append", help="build directory (repeatable)")
     ap.add_argument("--keep-profiles", help="directory to keep the profiles in")
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=LIBCOZ",
+                    help="also run our coz run with this libcoz.so, named NAME (repeatable)")
     opts = ap.parse_args()
+    others = {}
+    for spec in opts.also:
+        name, _, path = spec.partition("=")
+        if not name or name in ("ours", "upstream") or not os.path.isfile(path):
+            ap.error(f"--also {spec!r}: NAME=LIBCOZ with a new name and an existing file")
+        others[name] = os.path.abspath(path)
 
     build_dirs = opts.build or benchlib.default_build_dirs()
     seconds = opts.seconds or (SHORT_SECONDS if opts.short else SECONDS)
@@ -188,28 +200,34 @@ def main():
           f"{'0% share':>8} {'len s':>6} {'width':>6}  lines")
     results, failures, behind = {}, [], []
     for i, program in enumerate(programs):
-        order = ["ours", "upstream"] if i % 2 == 0 else ["upstream", "ours"]
+        ours_side = ["ours", *others] if use_ours else list(others)
+        order = ours_side + ["upstream"] if i % 2 == 0 else ["upstream"] + ours_side
         got = {}
         for w in order:
-            if (w == "ours" and not use_ours) or (w == "upstream" and not use_upstream):
+            if w == "upstream" and not use_upstream:
                 continue
             try:
-                got[w] = profile_one(program, w, build_dirs, libcoz, seconds, workdir)
+                got[w] = profile_one(program, w, build_dirs, libcoz, seconds, workdir, others)
             except (BenchError, OSError) as e:
                 failures.append(f"{w} on {program}: {e}")
                 print(f"# {w} on {program} failed: {e}", file=sys.stderr)
         widths, chosen = slope_widths(got.get("ours"), got.get("upstream"))
+        chosen = {"ours": chosen, "upstream": chosen}
+        for name in others:
+            if name in got:  # its top lines: those it shares with upstream
+                w, chosen[name] = slope_widths(got[name], got.get("upstream"))
+                widths[name] = w.get("ours")
         results[program] = {}
-        for w in ("ours", "upstream"):
+        for w in ("ours", *others, "upstream"):
             f = got.get(w)
             if f is None:
                 continue
             f["width"] = widths.get(w)
-            f["width_lines"] = chosen
+            f["width_lines"] = chosen[w]
             length = fmt(f["median_length_s"], ".2f") + ("" if f["length_is_wall"] else "*")
             print(f"{program:<14} {w:<9} {f['experiments']:>5} {f['usable']:>6} {f['sped_up']:>5} "
                   f"{f['per_minute']:>6.1f} {f['sped_up_per_minute']:>8.1f} {fmt(f['zero_share'], '.2f'):>8} "
-                  f"{length:>6} {fmt(f['width'], '.3f'):>6}  {len(f['_lines'])} {chosen}")
+                  f"{length:>6} {fmt(f['width'], '.3f'):>6}  {len(f['_lines'])} {chosen[w]}")
             results[program][w] = {k: v for k, v in f.items() if not k.startswith("_")}
         o, u = got.get("ours"), got.get("upstream")
         if o and u:
