@@ -37,10 +37,14 @@ compare profilers over several programs, not one pair of runs.
 Usage: experiment_rate.py [--short] [--seconds S] [--only NAME[,NAME]]
                           [--ours-only | --upstream-only] [--build DIR]
                           [--keep-profiles DIR] [--also NAME=LIBCOZ]
+                          [--args "NAME=VALUE ..."]
 
 --also runs one more profiler, our `coz run` with another libcoz.so (e.g. a
 build of an earlier commit), named NAME in the table, after ours: for
-before/after comparisons in one invocation, interleaved.
+before/after comparisons in one invocation, interleaved. --args adds
+arguments to every program (e.g. `--only serial_chain --args "a=49000000
+b=24500000"`: iterations of ~0.15 s, rare progress as in issue 15's
+compressor).
 """
 
 import argparse
@@ -129,9 +133,9 @@ def _width(line):
     return hi - lo
 
 
-def profile_one(program, who, build_dirs, libcoz, seconds, workdir, others):
+def profile_one(program, who, build_dirs, libcoz, seconds, workdir, others, extra):
     name, normal, _ = WORK[program]
-    args = [f"{name}={normal * WORK_FACTOR}"]
+    args = [f"{name}={normal * WORK_FACTOR}", *extra]
     output = os.path.join(workdir, f"{program}.{who}.coz")
     if os.path.exists(output):
         os.unlink(output)
@@ -170,6 +174,7 @@ def main():
     ap.add_argument("--keep-profiles", help="directory to keep the profiles in")
     ap.add_argument("--also", action="append", default=[], metavar="NAME=LIBCOZ",
                     help="also run our coz run with this libcoz.so, named NAME (repeatable)")
+    ap.add_argument("--args", default="", help="arguments added to every program's command line")
     opts = ap.parse_args()
     others = {}
     for spec in opts.also:
@@ -193,7 +198,7 @@ def main():
 
     print(f"# machine: {benchlib.machine_description()}; load average at start {benchlib.load_average()}")
     print(f"# each run: {seconds:g} s of wall time, natural mode (no --fixed-line), stopped with SIGINT; "
-          f"work x{WORK_FACTOR}")
+          f"work x{WORK_FACTOR}" + (f"; arguments added: {opts.args}" if opts.args else ""))
     print("# usable: experiments in a causal curve (the analysis' rule); width: median 95% slope "
           f"interval over the top {TOP_LINES} lines (common to both, or each profile's own)")
     print(f"{'program':<14} {'who':<9} {'exps':>5} {'usable':>6} {'sped':>5} {'/min':>6} {'sped/min':>8} "
@@ -207,7 +212,8 @@ def main():
             if w == "upstream" and not use_upstream:
                 continue
             try:
-                got[w] = profile_one(program, w, build_dirs, libcoz, seconds, workdir, others)
+                got[w] = profile_one(program, w, build_dirs, libcoz, seconds, workdir, others,
+                                     opts.args.split())
             except (BenchError, OSError) as e:
                 failures.append(f"{w} on {program}: {e}")
                 print(f"# {w} on {program} failed: {e}", file=sys.stderr)
