@@ -113,19 +113,21 @@ def figures(path, wall_s):
 
 
 def slope_widths(ours, upstream):
-    """{who: median slope interval width over the top lines}, and how they were chosen."""
+    """{who: (median slope interval width over the top lines, how many of them were
+    drift-corrected, how many)}, and how the lines were chosen."""
     have = {who: f for who, f in (("ours", ours), ("upstream", upstream)) if f is not None}
     common = set.intersection(*(set(f["_lines"]) for f in have.values())) if have else set()
-    out = {}
     if common and len(have) == 2:
         top = sorted(common, key=lambda k: -sum(f["_curves"].get(k, 0) for f in have.values()))[:TOP_LINES]
-        for who, f in have.items():
-            out[who] = statistics.median(_width(f["_lines"][k]) for k in top)
-        return out, "common"
-    for who, f in have.items():
-        top = sorted(f["_lines"].values(), key=lambda ln: -ln["impact"])[:TOP_LINES]
-        out[who] = statistics.median(_width(ln) for ln in top) if top else None
-    return out, "own"
+        return {who: _median_width([f["_lines"][k] for k in top]) for who, f in have.items()}, "common"
+    return {who: _median_width(sorted(f["_lines"].values(), key=lambda ln: -ln["impact"])[:TOP_LINES])
+            for who, f in have.items()}, "own"
+
+
+def _median_width(lines):
+    if not lines:
+        return None, 0, 0
+    return statistics.median(_width(ln) for ln in lines), sum(ln["drift_corrected"] for ln in lines), len(lines)
 
 
 def _width(line):
@@ -202,7 +204,7 @@ def main():
     print("# usable: experiments in a causal curve (the analysis' rule); width: median 95% slope "
           f"interval over the top {TOP_LINES} lines (common to both, or each profile's own)")
     print(f"{'program':<14} {'who':<9} {'exps':>5} {'usable':>6} {'sped':>5} {'/min':>6} {'sped/min':>8} "
-          f"{'0% share':>8} {'len s':>6} {'width':>6}  lines")
+          f"{'0% share':>8} {'len s':>6} {'width':>6} {'drift':>5}  lines")
     results, failures, behind = {}, [], []
     for i, program in enumerate(programs):
         ours_side = ["ours", *others] if use_ours else list(others)
@@ -222,18 +224,19 @@ def main():
         for name in others:
             if name in got:  # its top lines: those it shares with upstream
                 w, chosen[name] = slope_widths(got[name], got.get("upstream"))
-                widths[name] = w.get("ours")
+                widths[name] = w.get("ours", (None, 0, 0))
         results[program] = {}
         for w in ("ours", *others, "upstream"):
             f = got.get(w)
             if f is None:
                 continue
-            f["width"] = widths.get(w)
+            f["width"], f["drift_corrected"], f["top_lines"] = widths.get(w, (None, 0, 0))
             f["width_lines"] = chosen[w]
             length = fmt(f["median_length_s"], ".2f") + ("" if f["length_is_wall"] else "*")
             print(f"{program:<14} {w:<9} {f['experiments']:>5} {f['usable']:>6} {f['sped_up']:>5} "
                   f"{f['per_minute']:>6.1f} {f['sped_up_per_minute']:>8.1f} {fmt(f['zero_share'], '.2f'):>8} "
-                  f"{length:>6} {fmt(f['width'], '.3f'):>6}  {len(f['_lines'])} {chosen[w]}")
+                  f"{length:>6} {fmt(f['width'], '.3f'):>6} {f['drift_corrected']:>3}/{f['top_lines']}  "
+                  f"{len(f['_lines'])} {chosen[w]}")
             results[program][w] = {k: v for k, v in f.items() if not k.startswith("_")}
         o, u = got.get("ours"), got.get("upstream")
         if o and u:
@@ -243,7 +246,8 @@ def main():
                 behind.append(program + (" (rate)" if slower else "") + (" (width)" if wider else ""))
         sys.stdout.flush()
     print("# len s: median experiment length, wall time (* upstream: effective duration, its records "
-          "hold no wall time)")
+          "hold no wall time); drift: top lines whose baselines showed drift (local baselines: wider, "
+          "honest intervals); lines: curves, and which top lines")
     print(f"# load average at end {benchlib.load_average()}")
     if behind:
         print(f"# ours behind upstream on: {', '.join(behind)}")
