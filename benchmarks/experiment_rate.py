@@ -100,9 +100,7 @@ def figures(path, wall_s):
     usable, sped_up = run_summary.usable_experiments_of(found)
     exps = [e for r in prof.runs for e in r.experiments]
     lengths = [(e.wall_ns if e.wall_ns is not None else e.duration_ns) / 1e9 for e in exps if not e.partial]
-    per_line = {}
-    for (unit, line, point), v in found.items():
-        per_line[(unit, line, point)] = len(v)
+    per_line = {key: len(v) for key, v in found.items()}
     lines = {(ln["unit"], ln["line"], ln["progress_point"]): ln for ln in analysis.analyze(prof)["lines"]}
     return {"wall_s": wall_s, "experiments": len(exps), "usable": usable, "sped_up": sped_up,
             "per_minute": 60.0 * usable / wall_s, "sped_up_per_minute": 60.0 * sped_up / wall_s,
