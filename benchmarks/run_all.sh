@@ -26,6 +26,7 @@ STEPS=(
   "overhead.py --build $BUILD"
   "micro_waits.py --build $BUILD"
   "locks.py --build $BUILD"
+  "experiment_rate.py --build $BUILD"
   "parse_bench.py"
   "conventional_bench.py"
   "real_xz.py --build $BUILD"

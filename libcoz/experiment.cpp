@@ -45,13 +45,14 @@ void futex_wake(std::atomic<uint32_t>* word) {
 
 int choose_speedup(uint32_t draw) {
   if (draw & 1) return 0;
-  return static_cast<int>(((draw >> 1) % 20) + 1) * 5;
+  return static_cast<int>(((draw >> 1) & 3) + 1) * 25;
 }
 
 uint64_t adapt_length(uint64_t current_ns, uint64_t initial_ns, uint64_t min_visits, bool any_point) {
   if (!any_point) return current_ns;
   if (min_visits < kMinVisits) return std::min<uint64_t>(current_ns * 2, 64 * initial_ns);
-  if (min_visits > 40 * kMinVisits && current_ns / 2 >= initial_ns) return current_ns / 2;
+  const uint64_t shortest = std::min(initial_ns, kShortestNs);
+  if (min_visits > kHalveVisits && current_ns > shortest) return std::max(current_ns / 2, shortest);
   return current_ns;
 }
 

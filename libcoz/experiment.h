@@ -26,14 +26,24 @@
 namespace coz {
 
 // Speedup in percent for one experiment: 0 with probability 1/2 (the
-// baseline every other speedup is compared with), else uniform over 5..100
-// in steps of 5. `draw` is uniform over [0, 2^32).
+// baseline every other speedup is compared with), else 25, 50, 75 or 100
+// with probability 1/8 each. `draw` is uniform over [0, 2^32). Four levels
+// rather than twenty: at equal run time the slope's interval is 9% narrower
+// and its error 12% smaller, because each level is measured several times
+// (benchmarks/speedup_design.py, docs/runtime.md); fewer baselines (1/3,
+// 1/4) narrow it without drift but widen it more with drift, where each
+// sped-up experiment is compared with the baselines near it.
 int choose_speedup(uint32_t draw);
 
-// Next experiment length: doubled when the least-visited progress point saw
-// fewer than kMinVisits visits, halved (never below the initial length) when
-// it saw more than 40x that.
+// Next experiment length, on the visits of the least-visited live progress
+// point: doubled (up to 64 times the initial length) below kMinVisits,
+// halved above kHalveVisits, never below the shorter of the initial length
+// and kShortestNs. The band is narrow (x2.4) so that the length comes back
+// down after a chance dip doubled it: with the former band (5 to 200 visits)
+// a program of a few visits per 0.5 s kept 2 s experiments for good.
 constexpr uint64_t kMinVisits = 5;
+constexpr uint64_t kHalveVisits = 12;
+constexpr uint64_t kShortestNs = 100000000;  // 100 ms: frequent points get short experiments
 uint64_t adapt_length(uint64_t current_ns, uint64_t initial_ns, uint64_t min_visits, bool any_point);
 
 // The visits an experiment's length adapts on: those of its least-visited

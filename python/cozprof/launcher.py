@@ -11,6 +11,7 @@ import re
 import signal
 import stat
 import sys
+import time
 
 from . import run_summary
 from .errors import EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, CozError
@@ -347,9 +348,11 @@ def run(args):
         print(f"coz: running {program}", file=sys.stderr)
     outputs = run_summary.Outputs(env["COZ_OUTPUT"], args.follow_children)
     flush_std()
+    started = time.monotonic()
     status, pid = spawn_and_wait(args.command, program, env)
+    wall_s = time.monotonic() - started
     # Whatever way the program ended: its warnings once, and one summary line.
-    run_summary.print_report(outputs, pid, exit_status=status if status >= 0 else None)
+    run_summary.print_report(outputs, pid, exit_status=status if status >= 0 else None, wall_s=wall_s)
     return pass_status(status)
 
 

@@ -8,7 +8,10 @@ reads the part of each profile file that grew during the run (the file may
 hold earlier runs: only what this invocation appended counts), prints each
 distinct warning once, and ends with
 
-    coz: note: 42 experiments, 5 lines with enough data, 12345 samples, 0 lost records; profile: /abs/profile.coz
+    coz: note: 42 experiments, 30 usable (36.0 per minute), 5 lines with enough data, 12345 samples, 0 lost records; profile: /abs/profile.coz
+
+(usable: the experiments that enter a causal curve; per minute of the
+program's wall time under the profiler).
 
 It never imports numpy, and imports the profile parser only once the
 program has ended: the launcher must stay light, and the program's start
@@ -141,30 +144,57 @@ def _write_all(fd, data):
 # ------------------------------------------------------------- counting
 
 def lines_with_enough_data(runs):
-    """Distinct lines that get a causal curve for at least one progress point,
-    by the analysis' rule: usable experiments (positive duration; not cut short
-    by the program's end, unless the run is end-to-end), a 0% baseline whose
-    progress advanced, and enough distinct speedups with progress (MIN_POINTS,
-    or FIXED_SPEEDUP_MIN_POINTS when every experiment comes from --fixed-speedup
-    runs). Mirrors analysis.analyze without numpy; a test compares the two."""
+    """Distinct lines that get a causal curve for at least one progress point
+    (see `curves`)."""
+    return len({line for (_, line, _) in curves(runs)})
+
+
+def usable_experiments(runs):
+    """(usable, sped up): the experiments that enter at least one causal curve
+    (see `curves`), each counted once, and those of them at a speedup above 0."""
+    return usable_experiments_of(curves(runs))
+
+
+def usable_experiments_of(found):
+    """`usable_experiments` of the result of `curves`."""
+    usable = {}
+    for exps in found.values():
+        for e in exps:
+            usable[id(e)] = e
+    return len(usable), sum(1 for e in usable.values() if e.speedup > 0)
+
+
+def curves(runs):
+    """{(unit, line, point): [experiment]}: the curves the analysis draws and the
+    experiments that enter each, by its rule: usable experiments (positive
+    duration; not cut short by the program's end, unless the run is
+    end-to-end), a 0% baseline whose progress advanced, enough distinct
+    speedups with progress (MIN_POINTS, or FIXED_SPEEDUP_MIN_POINTS when every
+    experiment comes from --fixed-speedup runs), and only the experiments at
+    speedups with progress. Mirrors analysis.analyze without numpy; a test
+    compares the two."""
     from .profile import LATENCY
 
     kinds = {}
-    groups = {}  # (line, point) -> {speedup: [experiment]}
+    groups = {}  # (unit, line, point) -> {speedup: [experiment]}
     for run in runs:
         e2e = run.end_to_end
         for e in run.experiments:
             if e.duration_ns <= 0 or (e.partial and not e2e):
                 continue
+            seen = set()
             for p in e.progress:
+                if p.name in seen:
+                    continue  # an experiment is measured by its first entry for a point
+                seen.add(p.name)
                 kinds.setdefault(p.name, p.kind)
-                groups.setdefault((e.selected, p.name), {}).setdefault(e.speedup, []).append(e)
-    lines = set()
-    for (line, point), by_speedup in groups.items():
-        if line in lines or 0.0 not in by_speedup:
+                groups.setdefault((e.unit, e.selected, p.name), {}).setdefault(e.speedup, []).append(e)
+    out = {}
+    for key, by_speedup in groups.items():
+        if 0.0 not in by_speedup:
             continue
-        latency = kinds[point] == LATENCY
-        sums = {s: _sums(exps, point) for s, exps in by_speedup.items()}
+        latency = kinds[key[2]] == LATENCY
+        sums = {s: _sums(exps, key[2]) for s, exps in by_speedup.items()}
         if latency and any(q_negative for *_, q_negative in sums.values()):
             continue  # no in-flight count
         with_progress = [s for s, sm in sums.items() if _has_period(sm, latency)]
@@ -174,8 +204,8 @@ def lines_with_enough_data(runs):
                     for exps in by_speedup.values() for e in exps)
         needed = min(MIN_POINTS, FIXED_SPEEDUP_MIN_POINTS) if fixed else MIN_POINTS
         if len(with_progress) >= needed:
-            lines.add(line)
-    return len(lines)
+            out[key] = [e for s in with_progress for e in by_speedup[s]]
+    return out
 
 
 def _sums(exps, point):
@@ -204,8 +234,9 @@ def _has_period(sums, latency):
     return k > 0 and d > 0
 
 
-def summarize(runs):
-    """The figures of the summary line for these runs."""
+def summarize(runs, wall_s=None):
+    """The figures of the summary line for these runs; `wall_s`: the wall time
+    of the invocation, for the usable experiments per minute (None: unknown)."""
     samples = lost = dropped = 0
     for r in runs:
         sd = r.shutdown or {}
@@ -213,9 +244,13 @@ def summarize(runs):
         samples += n if isinstance(n, int) else sum(r.samples.values()) + r.out_of_scope
         lost += sd.get("lost_records") if isinstance(sd.get("lost_records"), int) else 0
         dropped += sd.get("dropped_samples") if isinstance(sd.get("dropped_samples"), int) else 0
+    found = curves(runs)
+    usable, sped_up = usable_experiments_of(found)
     return {"processes": len(runs),
             "experiments": sum(len(r.experiments) for r in runs),
-            "lines": lines_with_enough_data(runs),
+            "usable": usable, "sped_up": sped_up,
+            "per_minute": 60.0 * usable / wall_s if wall_s else None,
+            "lines": len({line for (_, line, _) in found}),
             "samples": samples, "lost_records": lost, "dropped_samples": dropped}
 
 
@@ -251,7 +286,10 @@ def warning_lines(runs):
 
 
 def summary_line(figures, files, outputs):
-    parts = [_n(figures["experiments"], "experiment"),
+    usable = f"{figures['usable']} usable"
+    if figures.get("per_minute") is not None:
+        usable += f" ({figures['per_minute']:.1f} per minute)"
+    parts = [_n(figures["experiments"], "experiment"), usable,
              f"{_n(figures['lines'], 'line')} with enough data",
              _n(figures["samples"], "sample"),
              _n(figures["lost_records"], "lost record")]
@@ -269,9 +307,10 @@ def summary_line(figures, files, outputs):
 START_FAILED_STATUS = 125
 
 
-def report(outputs, root_pid, exit_status=None):
+def report(outputs, root_pid, exit_status=None, wall_s=None):
     """The lines `coz run` prints after the program: warnings, then one summary
-    line (or one line saying why there is none). Never raises."""
+    line (or one line saying why there is none). Never raises. `wall_s`: how
+    long the program ran (seconds), for the rate of usable experiments."""
     try:
         written = outputs.written(root_pid)
         if not written and exit_status == START_FAILED_STATUS:
@@ -286,17 +325,17 @@ def report(outputs, root_pid, exit_status=None):
         return [PREFIX + f"cannot read the profile this run wrote: {e}"]
     except OSError as e:
         return [PREFIX + f"cannot read the profile this run wrote: {e.filename}: {e.strerror}"]
-    return warning_lines(runs) + [summary_line(summarize(runs), [p for p, _ in written], outputs)]
+    return warning_lines(runs) + [summary_line(summarize(runs, wall_s), [p for p, _ in written], outputs)]
 
 
-def print_report(outputs, root_pid, file=None, exit_status=None):
+def print_report(outputs, root_pid, file=None, exit_status=None, wall_s=None):
     """Print `report` to standard error. Nothing here may change the exit status
     of `coz run`: an unexpected failure costs the summary, one line says so."""
     file = sys.stderr if file is None else file
     if file is None:
         return  # started with standard error closed: nowhere to say it
     try:
-        lines = report(outputs, root_pid, exit_status)
+        lines = report(outputs, root_pid, exit_status, wall_s)
     except Exception as e:  # noqa: BLE001 - a bug must not take the program's status
         lines = [PREFIX + f"cannot summarize this run ({type(e).__name__}: {e})"]
     try:

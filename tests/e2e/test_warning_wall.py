@@ -37,6 +37,6 @@ def test_make_j2_says_each_warning_once_and_ends_with_the_summary(tmp_path):
     assert any(re.search(r"no progress point was reached.* \(in \d+ processes\)$", w) for w in warnings), err
     # Nothing but the warnings and one summary line, the last.
     assert [ln for ln in err if not ln.startswith("coz: warning: ")] == [err[-1]]
-    assert re.fullmatch(r"coz: note: \d+ experiments?, \d+ lines? with enough data, \d+ samples?, "
+    assert re.fullmatch(r"coz: note: \d+ experiments?, \d+ usable \(\d+\.\d per minute\), \d+ lines? with enough data, \d+ samples?, "
                         r"\d+ lost records?; profiles: " + re.escape(str(files[0])) + rf" and {len(files) - 1} more "
                         + re.escape(f"({tmp_path}/profiled/profile.<pid>.coz)"), err[-1]), err[-1]

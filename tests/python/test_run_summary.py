@@ -5,6 +5,7 @@ import glob
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -67,6 +68,16 @@ def random_runs(rng):
     return runs
 
 
+def analysed_curves(runs_or_profile):
+    """{(unit, line, point): experiments in the curve}, by the analysis."""
+    prof = runs_or_profile
+    if not isinstance(prof, profile.Profile):
+        prof = profile.Profile([])
+        prof.runs = list(runs_or_profile)
+    return {(ln["unit"], ln["line"], ln["progress_point"]): ln["experiments"]
+            for ln in analysis.analyze(prof)["lines"]}
+
+
 def test_lines_with_enough_data_match_the_analysis_on_random_profiles():
     rng = random.Random(20240610)
     counts = []
@@ -76,6 +87,32 @@ def test_lines_with_enough_data_match_the_analysis_on_random_profiles():
         assert run_summary.lines_with_enough_data(runs) == want
         counts.append(want)
     assert {0, 1, 2, 3} <= set(counts)  # the cases cover no line, some lines and all lines
+
+
+@pytest.mark.parametrize("path", _profiles(), ids=os.path.basename)
+def test_usable_experiments_are_those_of_the_analysis_curves_on_every_fixture(path):
+    prof = profile.load(path)
+    found = run_summary.curves(prof.runs)
+    assert {k: len(v) for k, v in found.items()} == analysed_curves(prof)
+
+
+def test_usable_experiments_are_those_of_the_analysis_curves_on_random_profiles():
+    """Per curve the same experiments as the analysis counts (speedups without
+    progress left out), and each experiment counted once however many curves
+    it enters."""
+    rng = random.Random(20240611)
+    usable = []
+    for _ in range(300):
+        runs = random_runs(rng)
+        found = run_summary.curves(runs)
+        assert {k: len(v) for k, v in found.items()} == analysed_curves(runs)
+        n, sped_up = run_summary.usable_experiments(runs)
+        every = {id(e): e for v in found.values() for e in v}
+        assert n == len(every) <= sum(len(r.experiments) for r in runs)
+        assert sped_up == sum(1 for e in every.values() if e.speedup > 0)
+        usable.append((n, sum(len(v) for v in found.values())))
+    assert any(0 < n < total for n, total in usable)  # experiments in two curves count once
+    assert any(n == 0 for n, _ in usable)
 
 
 # -- which files, and which part of them -------------------------------------------------
@@ -167,14 +204,27 @@ def test_summary_line_figures_and_plurals(tmp_path):
     runs[1].samples = {"/a.c:1": 30}
     runs[1].out_of_scope = 4
     figures = run_summary.summarize(runs)
-    assert figures == {"processes": 2, "experiments": 3, "lines": 0, "samples": 734,
-                       "lost_records": 1, "dropped_samples": 0}
+    assert figures == {"processes": 2, "experiments": 3, "usable": 0, "sped_up": 0, "per_minute": None,
+                       "lines": 0, "samples": 734, "lost_records": 1, "dropped_samples": 0}
     line = run_summary.summary_line(figures, [str(tmp_path / "p.coz")], outputs)
-    assert line == f"coz: note: 3 experiments, 0 lines with enough data, 734 samples, 1 lost record; profile: {tmp_path}/p.coz"
-    figures.update(experiments=1, lines=1, samples=1, dropped_samples=2)
+    assert line == (f"coz: note: 3 experiments, 0 usable, 0 lines with enough data, 734 samples, 1 lost record; "
+                    f"profile: {tmp_path}/p.coz")
+    figures.update(experiments=1, usable=1, per_minute=2.0, lines=1, samples=1, dropped_samples=2)
     line = run_summary.summary_line(figures, [str(tmp_path / "p.coz"), str(tmp_path / "p.9.coz")], outputs)
-    assert line == ("coz: note: 1 experiment, 1 line with enough data, 1 sample, 1 lost record, 2 dropped samples; "
-                    f"profiles: {tmp_path}/p.coz and 1 more ({tmp_path}/p.<pid>.coz)")
+    assert line == ("coz: note: 1 experiment, 1 usable (2.0 per minute), 1 line with enough data, 1 sample, "
+                    f"1 lost record, 2 dropped samples; profiles: {tmp_path}/p.coz and 1 more ({tmp_path}/p.<pid>.coz)")
+
+
+def test_usable_experiments_per_minute_of_wall_time():
+    run = profile.Run("r.coz", 0, "json", {"mode": "causal"})
+    for s in (0.0, 0.0, 0.5, 1.0, 0.5):
+        run.experiments.append(profile.Experiment("/a.c:1", s, 10**8, run=run,
+                                                  progress=[profile.Progress("p", profile.THROUGHPUT, delta=3)]))
+    run.experiments.append(profile.Experiment("/a.c:1", 0.25, 10**8, run=run, partial=True,
+                                              progress=[profile.Progress("p", profile.THROUGHPUT, delta=3)]))
+    figures = run_summary.summarize([run], wall_s=30.0)
+    assert (figures["experiments"], figures["usable"], figures["sped_up"]) == (6, 5, 3)
+    assert figures["per_minute"] == pytest.approx(10.0)
 
 
 def test_missing_and_unreadable_profiles_are_one_line(tmp_path):
@@ -285,9 +335,12 @@ def test_follow_children_says_each_warning_once_then_one_summary(tmp_path, stub_
     ours = profile.load([str(tmp_path / "profile.coz"), *children])
     ours.runs = ours.runs[1:]
     assert (experiments, samples, lost) == (10, 140, 2)
-    assert lines[3:] == [f"coz: note: {experiments} experiments, {analysed_lines(ours)} line with enough data, "
-                         f"{samples} samples, {lost} lost records; profiles: {tmp_path}/profile.coz and 4 more "
-                         f"({tmp_path}/profile.<pid>.coz)"]
+    usable = sum(analysed_curves(ours).values())
+    assert len(lines) == 4
+    assert re.fullmatch(
+        re.escape(f"coz: note: {experiments} experiments, {usable} usable (") + r"[0-9]+\.[0-9] per minute\)"
+        + re.escape(f", {analysed_lines(ours)} line with enough data, {samples} samples, {lost} lost records; "
+                    f"profiles: {tmp_path}/profile.coz and 4 more ({tmp_path}/profile.<pid>.coz)"), lines[3])
 
 
 def test_summary_with_percent_p_and_without_children(tmp_path, stub_library):
@@ -295,9 +348,10 @@ def test_summary_with_percent_p_and_without_children(tmp_path, stub_library):
     assert r.returncode == 0, r.stderr
     (path,) = glob.glob(str(tmp_path / "run-*.coz"))
     assert analysed_lines(profile.load(path)) == 1  # speedups 0, 0.5 and 1
-    assert r.stderr.splitlines() == [
-        "coz: warning: /bin/sh has no debug information",
-        f"coz: note: 4 experiments, 1 line with enough data, 100 samples, 2 lost records; profile: {path}"]
+    warning, note = r.stderr.splitlines()
+    assert warning == "coz: warning: /bin/sh has no debug information"
+    assert re.fullmatch(r"coz: note: 4 experiments, 4 usable \([0-9]+\.[0-9] per minute\), 1 line with enough "
+                        + re.escape(f"data, 100 samples, 2 lost records; profile: {path}"), note)
 
 
 def test_no_profile_is_one_line_and_the_status_is_the_programs(tmp_path, stub_library):

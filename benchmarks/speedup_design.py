@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Which share of 0% experiments and which speedups give the narrowest causal
+curves for a given run time (issue 15, point 2).
+
+Reuses the simulator of the analysis' coverage test
+(tests/python/test_statistics.py: `design`, `realize`): runs of 20 to 60
+experiments of one line, multiplicative noise of 2-10%, Poisson or regular
+counting, the runtime's length adaptation, lines of true gain -0.5, 0, 0.25
+and 2/3, half the runs with drift of the machine's speed (so the local
+baselines of the drift correction matter). Every design sees the same runs
+(the same seeds): the same number of experiments, i.e. the same run time,
+only the speedups differ. The analysis is `cozprof.estimator.estimate`.
+
+For each design (share of experiments at 0%, speedup levels drawn uniformly
+otherwise) prints:
+  width    median width of the slope's 95% interval
+  rmse     root mean squared error of the slope
+  cover    share of slope intervals that hold the true slope
+  points   share of point intervals that hold the true program speedup
+  curve    share of runs that get a curve (>= 3 distinct speedups, 0% included)
+and each figure with drift and without. Last line: a JSON summary
+{"summary": "speedup_design", ...}. Seeded: the same figures every time.
+
+Usage: speedup_design.py [--runs N] [--seed S]
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "python"))
+from cozprof import estimator  # noqa: E402
+from test_statistics import design, realize  # noqa: E402
+
+GAINS = (0.0, 2 / 3, 0.25, -0.5)
+
+
+def levels(step, low=None):
+    low = step if low is None else low
+    return np.round(np.arange(low, 1.0 + 1e-9, step), 2)
+
+
+DESIGNS = [(zero, name, lv) for zero in (1 / 2, 1 / 3, 1 / 4) for name, lv in (
+    ("5..100 by 5", levels(0.05)), ("10..100 by 10", levels(0.10)),
+    ("20..100 by 20", levels(0.20)), ("25..100 by 25", levels(0.25)))]
+
+
+def simulate(zero, lv, runs, seed, min_points=3):
+    out = []
+    for k in range(runs):
+        drift = k % 2 == 1
+        gain = GAINS[(k // 2) % len(GAINS)]
+        rng = np.random.default_rng([seed, k])
+        d = design(rng, drift, zero_share=zero, levels=lv)
+        s, x, c = realize(d, gain)
+        est = estimator.estimate(s, x, c, drift_min_baselines=estimator.DRIFT_MIN_BASELINES)
+        if est is None or len(est["speedups"]) < min_points:
+            out.append({"drift": drift, "curve": False})
+            continue
+        lo, hi = est["slope_ci"]
+        truth = gain * est["speedups"][1:]
+        ci = est["ci"][1:]
+        out.append({"drift": drift, "curve": True, "width": hi - lo, "err": est["slope"] - gain,
+                    "cover": lo <= gain <= hi,
+                    "points": ((ci[:, 0] <= truth) & (truth <= ci[:, 1])).tolist()})
+    return out
+
+
+def summarize(results):
+    got = [r for r in results if r["curve"]]
+    points = [p for r in got for p in r["points"]]
+    return {"width": float(np.median([r["width"] for r in got])),
+            "rmse": float(np.sqrt(np.mean([r["err"] ** 2 for r in got]))),
+            "cover": float(np.mean([r["cover"] for r in got])),
+            "points": float(np.mean(points)),
+            "curve": len(got) / len(results)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=1600, help="simulated runs per design (default 1600)")
+    ap.add_argument("--seed", type=int, default=20261125)
+    opts = ap.parse_args()
+    print(f"# {opts.runs} simulated runs per design (half with drift), seed {opts.seed}; "
+          "the same runs for every design")
+    print(f"{'0% share':>8} {'speedups':<14} {'width':>6} {'rmse':>6} {'cover':>6} {'points':>6} "
+          f"{'curve':>6} | {'no drift: width':>15} {'rmse':>6} | {'drift: width':>12} {'rmse':>6} {'cover':>6}")
+    table = []
+    for zero, name, lv in DESIGNS:
+        res = simulate(zero, lv, opts.runs, opts.seed)
+        a = summarize(res)
+        nd = summarize([r for r in res if not r["drift"]])
+        dr = summarize([r for r in res if r["drift"]])
+        print(f"{zero:>8.2f} {name:<14} {a['width']:>6.3f} {a['rmse']:>6.3f} {a['cover']:>6.3f} "
+              f"{a['points']:>6.3f} {a['curve']:>6.3f} | {nd['width']:>15.3f} {nd['rmse']:>6.3f} | "
+              f"{dr['width']:>12.3f} {dr['rmse']:>6.3f} {dr['cover']:>6.3f}")
+        sys.stdout.flush()
+        table.append({"zero_share": round(zero, 4), "speedups": name, **a,
+                      "no_drift": nd, "drift": dr})
+    print(json.dumps({"summary": "speedup_design", "runs": opts.runs, "seed": opts.seed, "designs": table}))
+
+
+if __name__ == "__main__":
+    main()
