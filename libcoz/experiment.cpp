@@ -45,7 +45,7 @@ void futex_wake(std::atomic<uint32_t>* word) {
 
 int choose_speedup(uint32_t draw) {
   if (draw & 1) return 0;
-  return static_cast<int>(((draw >> 1) & 3) + 1) * 25;
+  return static_cast<int>(((draw >> 1) % 20) + 1) * 5;
 }
 
 uint64_t adapt_length(uint64_t current_ns, uint64_t initial_ns, uint64_t min_visits, bool any_point) {

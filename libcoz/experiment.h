@@ -26,13 +26,13 @@
 namespace coz {
 
 // Speedup in percent for one experiment: 0 with probability 1/2 (the
-// baseline every other speedup is compared with), else 25, 50, 75 or 100
-// with probability 1/8 each. `draw` is uniform over [0, 2^32). Four levels
-// rather than twenty: at equal run time the slope's interval is 9% narrower
-// and its error 12% smaller, because each level is measured several times
-// (benchmarks/speedup_design.py, docs/runtime.md); fewer baselines (1/3,
-// 1/4) narrow it without drift but widen it more with drift, where each
-// sped-up experiment is compared with the baselines near it.
+// baseline every other speedup is compared with), else uniform over 5..100
+// in steps of 5. `draw` is uniform over [0, 2^32). Four levels (25, 50, 75,
+// 100) gave narrower intervals in simulation (benchmarks/speedup_design.py)
+// but were reverted: a short run's few sped-up experiments all fell on one
+// level often enough (4^(1-n) for n of them) to leave a fixed line without
+// a curve (test_fsync_predicts_its_share under load: 4 sped-up
+// experiments, all at 100%).
 int choose_speedup(uint32_t draw);
 
 // Next experiment length, on the visits of the least-visited live progress

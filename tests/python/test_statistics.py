@@ -7,8 +7,8 @@ The simulation follows what the runtime did until issue 15 (libcoz/experiment.cp
 the hard case for the intervals, which upstream's profiles still are:
 
 * 20 to 60 experiments per run; each at speedup 0 with probability 1/2, else at
-  one of 5%, 10%, ..., 100% (`choose_speedup` then; it now draws 25, 50, 75 or
-  100%, which a test below compares on the same runs), so that many speedups
+  one of 5%, 10%, ..., 100% (`choose_speedup`; a test below compares the four
+  levels 25, 50, 75 and 100% on the same runs), so that many speedups
   hold a single experiment;
 * a line of share f of the run (f at least the true gain): at speedup s the
   inserted delay shortens the effective duration to (1 - s f) of the wall time;

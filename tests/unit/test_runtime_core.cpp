@@ -360,14 +360,17 @@ TEST(RealPause, SleepsAtLeastWhatIsAsked) {
 
 // ---- experiment helpers ----
 
-TEST(Experiment, SpeedupIsZeroHalfTheTimeElseFourLevels) {
-  // Four levels (benchmarks/speedup_design.py: narrower slope intervals at
-  // equal run time than twenty levels of 5%), each drawn as often.
+TEST(Experiment, SpeedupIsZeroHalfTheTimeElseStepsOfFive) {
   std::map<int, int> seen;
   for (uint32_t d = 0; d < 4000; d++) seen[choose_speedup(d * 2654435761u)]++;
   EXPECT_NEAR(seen[0], 2000, 1);
-  EXPECT_EQ(seen.size(), 5u) << "0, 25, 50, 75 and 100, nothing else";
-  for (int s = 25; s <= 100; s += 25) EXPECT_NEAR(seen[s], 500, 60) << s;
+  for (auto& kv : seen) {
+    EXPECT_EQ(kv.first % 5, 0);
+    EXPECT_GE(kv.first, 0);
+    EXPECT_LE(kv.first, 100);
+  }
+  EXPECT_EQ(seen.size(), 21u) << "every step from 0 to 100 is reachable";
+  for (int s = 5; s <= 100; s += 5) EXPECT_NEAR(seen[s], 100, 40) << s;
 }
 
 TEST(Experiment, LengthFollowsTheVisitsOfTheRarestPoint) {
