@@ -194,11 +194,24 @@ def validate(args):
     return args
 
 
+# The variables libcoz.so reads (libcoz/config.cpp's option table; a test
+# checks the two agree). Only these are removed from the inherited
+# environment: a program's own COZ_* variables (a benchmark's knobs, a
+# prefix it happens to share) reach it unchanged.
+RUNTIME_VARIABLES = (
+    "COZ_OUTPUT", "COZ_FORMAT", "COZ_BINARY_SCOPE", "COZ_SOURCE_SCOPE", "COZ_PROGRESS_POINTS",
+    "COZ_FIXED_LINE", "COZ_FIXED_FUNCTION", "COZ_FIXED_CALLSITE", "COZ_UNITS", "COZ_FIXED_SPEEDUP",
+    "COZ_END_TO_END", "COZ_SAMPLE_PERIOD", "COZ_EXPERIMENT_LENGTH", "COZ_VERBOSE",
+    "COZ_FOLLOW_CHILDREN", "COZ_BLOCKED_SCOPE", "COZ_LOCKS_ONLY", "COZ_LOCK_COUNTERS",
+    "COZ_SAMPLING_ONLY", "COZ_WARN_STDERR", "COZ_LAUNCHER_PID",
+)
+
+
 def build_env(args, library, base_env=None, launcher_pid=None):
     """The environment the profiled program gets: `base_env` plus the COZ_* contract."""
     env = dict(os.environ if base_env is None else base_env)
-    for key in [k for k in env if k.startswith("COZ_") and k != "COZ_LIBRARY"]:
-        del env[key]  # stale settings from an outer environment must not leak in
+    for key in RUNTIME_VARIABLES:
+        env.pop(key, None)  # stale settings from an outer environment must not leak in
     preload = env.get("LD_PRELOAD", "")
     env["LD_PRELOAD"] = library + (":" + preload if preload else "")
     env["COZ_OUTPUT"] = os.path.abspath(args.output)

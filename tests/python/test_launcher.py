@@ -2,6 +2,7 @@
 launcher's exit status / signal pass-through with a stand-in preload library."""
 
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -110,11 +111,12 @@ def test_build_env_contract():
               "--end-to-end", "--sample-period", "500us", "--experiment-length", "2",
               "--format", "legacy", "-v", "--follow-children", "--blocked-scope", "lb", "---", "x")
     base = {"PATH": "/bin", "LD_PRELOAD": "/opt/other.so", "COZ_FIXED_LINE": "stale:1",
-            "COZ_LIBRARY": "/keep.so"}
+            "COZ_FIXED_FUNCTION": "stale", "COZ_LIBRARY": "/keep.so", "COZ_APP_KNOB": "7"}
     env = launcher.build_env(a, "/lib/libcoz.so", base_env=base, launcher_pid=4242)
     coz = {k: v for k, v in env.items() if k.startswith("COZ_")}
     assert coz == {
         "COZ_LIBRARY": "/keep.so",
+        "COZ_APP_KNOB": "7",  # the program's own variable: kept
         "COZ_OUTPUT": os.path.join(os.getcwd(), "out-%p.coz"),
         "COZ_FORMAT": "legacy",
         "COZ_BINARY_SCOPE": "MAIN\tlibfoo%",
@@ -132,6 +134,15 @@ def test_build_env_contract():
     }
     assert env["LD_PRELOAD"] == "/lib/libcoz.so:/opt/other.so"
     assert env["PATH"] == "/bin"
+
+
+def test_launcher_removes_exactly_the_runtimes_variables():
+    # The launcher's list and the runtime's option table name the same variables:
+    # a runtime option missing from the list would leak in from an outer environment.
+    with open(os.path.join(REPO, "libcoz", "config.cpp")) as f:
+        table = set(re.findall(r'^\s*\{"(COZ_[A-Z_]+)",', f.read(), re.M))
+    assert len(table) >= 20
+    assert set(launcher.RUNTIME_VARIABLES) == table
 
 
 def test_build_env_defaults_leave_optional_variables_unset():
