@@ -154,7 +154,7 @@ run_tests() {
   log "unit tests (GoogleTest, via ctest)"
   ctest --test-dir "$BUILD" --output-on-failure -j2 || failed=1
   log "Python and end-to-end tests (pytest)"
-  COZ_BUILD_DIR="$BUILD" PATH="$VENV/bin:$PATH" "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests" || failed=1
+  COZ_BUILD_DIR="$BUILD" PATH="$VENV/bin:$PATH" "$VENV/bin/python" -m pytest -q -rs -p no:cacheprovider "$ROOT/tests" || failed=1
   log "viewer tests (node --test, Playwright with Debian's Chromium)"
   (cd "$ROOT/viewer" && COZ_PYTHON="$VENV/bin/python" node --test tests/) || failed=1
   return $failed
