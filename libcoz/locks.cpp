@@ -1,6 +1,7 @@
 #include "locks.h"
 
 #include <algorithm>
+#include <cmath>
 #include <new>
 
 #include <sys/mman.h>
@@ -32,8 +33,6 @@ std::atomic<bool> g_lock_counters{true};
 
 namespace {
 
-constexpr uint32_t kProbes = 16;
-
 inline void bump(std::atomic<uint64_t>& c, uint64_t by = 1) {
   c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);  // one writer: no locked add
 }
@@ -53,11 +52,28 @@ uint64_t mix(uintptr_t a, uintptr_t b) {
   return h ^ (h >> 33);
 }
 
+// The sampler's next countdown: 1 + floor(ln(u) / ln(1 - p)) with u uniform
+// in (0, 1] is geometric, P(countdown > j) = (1 - p)^j: every acquisition
+// is timed with probability p = 1/kHoldSampleEvery whatever came before.
+// log() of u > 0 neither allocates nor sets errno.
+__attribute__((noinline)) void draw_countdown(LockTable* tab) {
+  uint64_t x = tab->rng;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  tab->rng = x;
+  double u = static_cast<double>((x >> 11) + 1) * 0x1.0p-53;  // (0, 1]
+  double log_keep = std::log1p(-1.0 / static_cast<double>(kHoldSampleEvery));  // (no guarded static here)
+  tab->countdown = 1 + static_cast<uint64_t>(std::log(u) / log_keep);
+}
+
 __attribute__((noinline)) LockTable* new_table(ThreadState* t) {
   // The table comes from mmap, never from malloc: the hook may run inside
   // the program's own allocator, holding the lock it just took.
   void* m = mmap(nullptr, sizeof(LockTable), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m != MAP_FAILED) t->locks = new (m) LockTable();  // zero pages: touched as slots fill
+  if (m == MAP_FAILED) return nullptr;
+  t->locks = new (m) LockTable();  // zero pages: touched as slots fill
+  seed_lock_sampler(t->locks, cpu_ticks() ^ mix(reinterpret_cast<uintptr_t>(m), 0));
   return t->locks;
 }
 inline LockTable* table_of(ThreadState* t) { return t->locks ? t->locks : new_table(t); }
@@ -75,20 +91,24 @@ uintptr_t resolve_site(uintptr_t caller) {
   return caller - 1;
 }
 
-LockCounts* counts_for(LockTable* tab, LockKind kind, uintptr_t object, uintptr_t caller) {
-  uint64_t h = mix(object, caller);
-  for (uint32_t i = 0; i < kProbes; i++) {
-    LockCounts& c = tab->slots[(h + i) % LockTable::kSlots];
-    uintptr_t o = c.object.load(std::memory_order_relaxed);
-    if (o == object && c.caller == caller) return &c;
-    if (o == 0) {
-      c.kind = kind;
-      c.caller = caller;
-      c.site.store(resolve_site(caller), std::memory_order_relaxed);
-      c.object.store(object, std::memory_order_release);  // published last
-      tab->used.fetch_add(1, std::memory_order_relaxed);
-      return &c;
+LockCounts* find_counts(LockTable* tab, LockKind kind, uintptr_t object, uintptr_t caller) {
+  // A bucket of kWays slots whose keys share one cache line.
+  uint32_t b = static_cast<uint32_t>(mix(object, caller) % (LockTable::kSlots / LockTable::kWays)) * LockTable::kWays;
+  const uintptr_t* keys = tab->keys + b;
+  for (uint32_t i = 0; i < LockTable::kWays; i++) {
+    if (keys[i] == object) {
+      if (tab->slots[b + i].caller == caller) return &tab->slots[b + i];
+      continue;
     }
+    if (keys[i] != 0) continue;
+    LockCounts& c = tab->slots[b + i];
+    c.kind = kind;
+    c.caller = caller;
+    c.site.store(resolve_site(caller), std::memory_order_relaxed);
+    c.object.store(object, std::memory_order_release);  // published last
+    tab->keys[b + i] = object;
+    tab->used.fetch_add(1, std::memory_order_relaxed);
+    return &c;
   }
   // Full around here: counted per call site only (a million locks of one
   // site stay a few entries).
@@ -103,6 +123,15 @@ LockCounts* counts_for(LockTable* tab, LockKind kind, uintptr_t object, uintptr_
   return &f;
 }
 
+// The slot of (object, caller), remembered as the latest one.
+LockCounts* counts_for(LockTable* tab, LockKind kind, uintptr_t object, uintptr_t caller) {
+  LockCounts* c = find_counts(tab, kind, object, caller);
+  tab->last_object = object;
+  tab->last_caller = caller;
+  tab->last = c;
+  return c;
+}
+
 // Initialization sites: insert-only open addressing over object addresses.
 constexpr size_t kInitSlots = 1u << 16;
 std::atomic<uintptr_t> g_init_object[kInitSlots];
@@ -110,36 +139,66 @@ std::atomic<uintptr_t> g_init_site[kInitSlots];
 
 }  // namespace
 
-void lock_acquired(ThreadState* t, LockKind kind, const void* object, uintptr_t caller, bool contended,
-                   uint64_t waited_ns) {
+namespace {
+// A hold begins (`acquisitions`: the slot's count, this one included):
+// timed when contended or among the slot's first, else when the sampler
+// says so.
+inline void begin_hold(LockTable* tab, LockCounts* c, uintptr_t object, uint64_t acquisitions, bool contended,
+                       LockClock clock) {
+  bool sampled = false;
+  if (!contended && acquisitions > kExactHolds) {
+    if (--tab->countdown != 0) return;
+    draw_countdown(tab);
+    sampled = true;
+  }
+  if (tab->nheld < LockTable::kHeld) tab->held[tab->nheld++] = {object, clock(), c, sampled};
+}
+
+inline uint64_t count_acquisition(LockCounts* c) {
+  uint64_t n = c->acquisitions.load(std::memory_order_relaxed) + 1;
+  c->acquisitions.store(n, std::memory_order_relaxed);  // one writer: no locked add
+  return n;
+}
+}  // namespace
+
+void seed_lock_sampler(LockTable* table, uint64_t seed) {
+  table->rng = seed ? seed : 0x2545f4914f6cdd1dull;  // xorshift's one forbidden state
+  draw_countdown(table);
+}
+
+void lock_acquired_slow(ThreadState* t, LockKind kind, const void* object, uintptr_t caller, bool contended,
+                        uint64_t waited_ns, LockClock clock) {
   LockTable* tab = table_of(t);
   if (!tab) return;
   LockCounts* c = counts_for(tab, kind, reinterpret_cast<uintptr_t>(object), caller);
-  bump(c->acquisitions);
+  uint64_t n = count_acquisition(c);
   if (contended) {
     bump(c->contended);
     bump(c->wait_ns, waited_ns);
   }
   // Hold times for the objects one holds: locks, not waits for others' work.
-  if (kind == LockKind::kSemaphore || kind == LockKind::kCond || kind == LockKind::kC11Cond ||
-      kind == LockKind::kBarrier || kind == LockKind::kFutex || kind == LockKind::kJoin)
-    return;
-  if (tab->nheld < LockTable::kHeld) tab->held[tab->nheld++] = {reinterpret_cast<uintptr_t>(object), lock_ticks(), c};
+  if (!lock_kind_holds(kind)) return;
+  begin_hold(tab, c, reinterpret_cast<uintptr_t>(object), n, contended, clock);
 }
 
-void lock_released(ThreadState* t, const void* object) {
-  LockTable* tab = t->locks;
-  if (!tab) return;
+void lock_released_slow(LockTable* tab, const void* object, LockClock clock) {
   for (uint32_t i = tab->nheld; i-- > 0;) {
     if (tab->held[i].object != reinterpret_cast<uintptr_t>(object)) continue;
-    uint64_t now = lock_ticks();
-    if (now > tab->held[i].since) bump(tab->held[i].counts->hold_ticks, now - tab->held[i].since);
+    uint64_t now = clock();
+    const LockTable::Held& h = tab->held[i];
+    uint64_t ticks = now > h.since ? now - h.since : 0;
+    if (h.sampled) {
+      bump(h.counts->sampled_hold_ticks, ticks);
+      bump(h.counts->sampled_holds);
+    } else {
+      bump(h.counts->hold_ticks, ticks);
+    }
     tab->held[i] = tab->held[--tab->nheld];
     return;
   }
 }
 
-void lock_tried(ThreadState* t, LockKind kind, const void* object, uintptr_t caller, bool failed) {
+void lock_tried(ThreadState* t, LockKind kind, const void* object, uintptr_t caller, bool failed, LockClock clock) {
   LockTable* tab = table_of(t);
   if (!tab) return;
   LockCounts* c = counts_for(tab, kind, reinterpret_cast<uintptr_t>(object), caller);
@@ -148,8 +207,7 @@ void lock_tried(ThreadState* t, LockKind kind, const void* object, uintptr_t cal
     bump(c->trylock_failures);
     return;
   }
-  bump(c->acquisitions);
-  if (tab->nheld < LockTable::kHeld) tab->held[tab->nheld++] = {reinterpret_cast<uintptr_t>(object), lock_ticks(), c};
+  begin_hold(tab, c, reinterpret_cast<uintptr_t>(object), count_acquisition(c), false, clock);
 }
 
 void lock_initialized(const void* object, uintptr_t caller) {
@@ -179,27 +237,29 @@ void LockSiteTotals::add(const LockCounts& c) {
   acquisitions += c.acquisitions.load(std::memory_order_relaxed);
   contended += c.contended.load(std::memory_order_relaxed);
   wait_ns += c.wait_ns.load(std::memory_order_relaxed);
-  hold_ticks += c.hold_ticks.load(std::memory_order_relaxed);
+  // Each sampled hold was timed with probability 1/kHoldSampleEvery: scaled
+  // by its inverse, the sum estimates the untimed ones' without bias.
+  hold_ticks += c.hold_ticks.load(std::memory_order_relaxed) +
+                kHoldSampleEvery * c.sampled_hold_ticks.load(std::memory_order_relaxed);
+  sampled_holds += c.sampled_holds.load(std::memory_order_relaxed);
   trylocks += c.trylocks.load(std::memory_order_relaxed);
   trylock_failures += c.trylock_failures.load(std::memory_order_relaxed);
 }
 
+void LockSiteTotals::add(const LockSiteTotals& s) {
+  acquisitions += s.acquisitions;
+  contended += s.contended;
+  wait_ns += s.wait_ns;
+  hold_ticks += s.hold_ticks;
+  sampled_holds += s.sampled_holds;
+  trylocks += s.trylocks;
+  trylock_failures += s.trylock_failures;
+}
+
 namespace {
 void add_site(LockTotals* into, uintptr_t site, const LockSiteTotals& s) {
-  LockSiteTotals& x = into->sites[site];
-  x.acquisitions += s.acquisitions;
-  x.contended += s.contended;
-  x.wait_ns += s.wait_ns;
-  x.hold_ticks += s.hold_ticks;
-  x.trylocks += s.trylocks;
-  x.trylock_failures += s.trylock_failures;
-  LockSiteTotals& a = into->all;
-  a.acquisitions += s.acquisitions;
-  a.contended += s.contended;
-  a.wait_ns += s.wait_ns;
-  a.hold_ticks += s.hold_ticks;
-  a.trylocks += s.trylocks;
-  a.trylock_failures += s.trylock_failures;
+  into->sites[site].add(s);
+  into->all.add(s);
 }
 
 void merge_into(std::unordered_map<uintptr_t, LockTotals>* out, uintptr_t key, const LockTotals& t) {

@@ -8,6 +8,18 @@
 // memory stays bounded whatever the number of distinct locks. The profiler
 // thread merges the tables off the hot path.
 //
+// Exact and estimated. Acquisitions, contended acquisitions, waits, try-lock
+// calls and failures and threads are counted exactly. Hold times are timed
+// (two time-stamp counter reads and an entry of the held table) for every
+// contended acquisition, for the first kExactHolds acquisitions of each
+// slot, and for a random one in kHoldSampleEvery of the others: each of
+// those is timed with probability 1/kHoldSampleEvery, independently of the
+// others (a geometric countdown per thread, so a periodic program cannot
+// alias with it), and the merge scales its time by kHoldSampleEvery (an
+// unbiased estimate, docs/locks.md section 1). Timing every hold cost about
+// as much as all the other counting together on tens of millions of
+// uncontended pairs.
+//
 // Not for signal context.
 #pragma once
 
@@ -20,10 +32,9 @@
 #include <vector>
 
 #include "clock.h"
+#include "thread_state.h"
 
 namespace coz {
-
-struct ThreadState;
 
 // kJoin: a join (pthread_join and its timed forms, thrd_join); its object is
 // the joined thread's handle (pthread_t, reused by glibc once joined), and
@@ -42,24 +53,45 @@ struct LockCounts {
   uintptr_t caller = 0;              // the interposed function's return address (with object, the key)
   std::atomic<uintptr_t> site{0};    // call site: the first in-scope frame (the caller when none is)
   LockKind kind = LockKind::kMutex;
-  std::atomic<uint64_t> acquisitions{0}, contended{0}, wait_ns{0}, hold_ticks{0}, trylocks{0}, trylock_failures{0};
+  std::atomic<uint64_t> acquisitions{0}, contended{0}, wait_ns{0}, trylocks{0}, trylock_failures{0};
+  std::atomic<uint64_t> hold_ticks{0};          // holds timed with certainty (contended, or among the first)
+  std::atomic<uint64_t> sampled_hold_ticks{0};  // holds timed by the sampler, each standing for kHoldSampleEvery
+  std::atomic<uint64_t> sampled_holds{0};       // how many of those
 };
+
+// Hold-time sampling (see the header comment).
+constexpr uint64_t kHoldSampleEvery = 64;  // mean acquisitions per timed one, beyond the exact ones
+constexpr uint64_t kExactHolds = 64;       // acquisitions of a slot whose holds are all timed
 
 // A thread's table (allocated at its first synchronization call).
 struct LockTable {
   static constexpr uint32_t kSlots = 256;  // (object, caller) pairs; more are folded per site
+  static constexpr uint32_t kWays = 8;     // slots an (object, caller) may take: one bucket
   static constexpr uint32_t kFolded = 64;  // sites of the folded ones
   static constexpr uint32_t kHeld = 16;    // locks held at once, for hold times
+  // The slot of the latest acquisition: a loop that takes one lock again
+  // and again finds it without hashing.
+  uintptr_t last_object = 0, last_caller = 0;
+  LockCounts* last = nullptr;
+  // The sampler: acquisitions (not timed with certainty) left before the
+  // next timed one, drawn geometric with mean kHoldSampleEvery.
+  uint64_t countdown = 1;
+  uint64_t rng = 0;  // xorshift64 state, never 0
+  uint32_t nheld = 0;
+  std::atomic<uint32_t> used{0};
+  alignas(64) uintptr_t keys[kSlots];  // slots[i].object, for the owner's probes: a bucket is one cache line
   LockCounts slots[kSlots];
   LockCounts folded[kFolded];  // `object` holds the number of distinct objects seen (approximately)
   struct Held {
     uintptr_t object;
     uint64_t since;  // ticks
     LockCounts* counts;
+    bool sampled;  // timed by the sampler (scaled when merged), not with certainty
   } held[kHeld];
-  uint32_t nheld = 0;
-  std::atomic<uint32_t> used{0};
 };
+// Reseeds a table's sampler and draws its countdown (new tables are seeded
+// from the time-stamp counter and the table's address; tests seed them).
+void seed_lock_sampler(LockTable* table, uint64_t seed);
 
 // Whether the interposed calls keep these counters (COZ_LOCK_COUNTERS, set
 // by the profiler before the program's threads are hooked). Off only to
@@ -68,13 +100,45 @@ struct LockTable {
 extern std::atomic<bool> g_lock_counters;
 inline bool lock_counters_on() { return g_lock_counters.load(std::memory_order_relaxed); }
 
-// The hooks of the interposed calls (locks.cpp). `caller` is the interposed
-// function's return address. `waited_ns` is the time a contended call
-// waited (0 when it did not wait).
-void lock_acquired(ThreadState* t, LockKind kind, const void* object, uintptr_t caller, bool contended,
-                   uint64_t waited_ns);
-void lock_released(ThreadState* t, const void* object);
-void lock_tried(ThreadState* t, LockKind kind, const void* object, uintptr_t caller, bool failed);
+// Kinds whose acquisitions hold nothing (waits for others' work): no hold time.
+inline bool lock_kind_holds(LockKind k) {
+  return !(k == LockKind::kSemaphore || k == LockKind::kCond || k == LockKind::kC11Cond || k == LockKind::kBarrier ||
+           k == LockKind::kFutex || k == LockKind::kJoin);
+}
+
+// The hooks of the interposed calls. `caller` is the interposed function's
+// return address. `waited_ns` is the time a contended call waited (0 when
+// it did not wait). `clock` reads the time of hold times (tests give
+// synthetic ones); it is called only for the holds timed.
+//
+// The common case is inline: the thread takes the lock it took last, does
+// not wait, and the hold is not timed; it costs one count and the sampler's
+// countdown. Everything else is the out-of-line *_slow (locks.cpp).
+using LockClock = uint64_t (*)();
+void lock_acquired_slow(ThreadState* t, LockKind kind, const void* object, uintptr_t caller, bool contended,
+                        uint64_t waited_ns, LockClock clock);
+void lock_released_slow(LockTable* tab, const void* object, LockClock clock);
+
+inline void lock_acquired(ThreadState* t, LockKind kind, const void* object, uintptr_t caller, bool contended,
+                          uint64_t waited_ns, LockClock clock = lock_ticks) {
+  LockTable* tab = t->locks;
+  if (tab && !contended && tab->last_object == reinterpret_cast<uintptr_t>(object) && tab->last_caller == caller) {
+    LockCounts* c = tab->last;
+    uint64_t n = c->acquisitions.load(std::memory_order_relaxed);
+    if (n >= kExactHolds && (!lock_kind_holds(kind) || tab->countdown > 1)) {
+      c->acquisitions.store(n + 1, std::memory_order_relaxed);  // one writer: no locked add
+      if (lock_kind_holds(kind)) tab->countdown--;
+      return;
+    }
+  }
+  lock_acquired_slow(t, kind, object, caller, contended, waited_ns, clock);
+}
+inline void lock_released(ThreadState* t, const void* object, LockClock clock = lock_ticks) {
+  LockTable* tab = t->locks;
+  if (tab && tab->nheld) lock_released_slow(tab, object, clock);
+}
+void lock_tried(ThreadState* t, LockKind kind, const void* object, uintptr_t caller, bool failed,
+                LockClock clock = lock_ticks);
 // Frees a thread's table (the profiler thread, once merged).
 void free_lock_table(LockTable* table);
 // pthread_mutex_init and the like: the object's initialization site.
@@ -82,8 +146,13 @@ void lock_initialized(const void* object, uintptr_t caller);
 
 // The profiler thread's merge of every table.
 struct LockSiteTotals {
+  // hold_ticks: the estimate, timed holds plus the sampled ones scaled by
+  // kHoldSampleEvery; sampled_holds: how many holds that estimate rests on
+  // besides the ones timed with certainty (0: exact).
   uint64_t acquisitions = 0, contended = 0, wait_ns = 0, hold_ticks = 0, trylocks = 0, trylock_failures = 0;
+  uint64_t sampled_holds = 0;
   void add(const LockCounts& c);
+  void add(const LockSiteTotals& s);
 };
 struct LockTotals {
   LockKind kind = LockKind::kMutex;
