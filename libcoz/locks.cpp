@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <new>
 
 #include <sys/mman.h>
@@ -92,21 +93,28 @@ uintptr_t resolve_site(uintptr_t caller) {
 }
 
 LockCounts* find_counts(LockTable* tab, LockKind kind, uintptr_t object, uintptr_t caller) {
-  // A bucket of kWays slots whose keys share one cache line.
-  uint32_t b = static_cast<uint32_t>(mix(object, caller) % (LockTable::kSlots / LockTable::kWays)) * LockTable::kWays;
-  const uintptr_t* keys = tab->keys + b;
-  for (uint32_t i = 0; i < LockTable::kWays; i++) {
-    if (keys[i] == object) {
-      if (tab->slots[b + i].caller == caller) return &tab->slots[b + i];
-      continue;
-    }
-    if (keys[i] != 0) continue;
-    LockCounts& c = tab->slots[b + i];
+  // A bucket of kWays slots, with a byte of tag per slot (SwissTable's way):
+  // 0 for a free slot, else 0x80 and 7 bits of the hash. The 8 tags are
+  // compared at once in a 64-bit word; only slots whose tag matches are read.
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
+  uint64_t h = mix(object, caller);
+  uint32_t b = static_cast<uint32_t>(h % (LockTable::kSlots / LockTable::kWays)) * LockTable::kWays;
+  uint8_t tag = static_cast<uint8_t>(0x80 | (h >> 57));
+  uint64_t word;
+  std::memcpy(&word, tab->tags + b, sizeof word);
+  uint64_t x = word ^ (kOnes * tag);
+  for (uint64_t match = (x - kOnes) & ~x & kHighs; match; match &= match - 1) {  // (may flag extra bytes)
+    LockCounts& c = tab->slots[b + __builtin_ctzll(match) / 8];
+    if (c.object.load(std::memory_order_relaxed) == object && c.caller == caller) return &c;
+  }
+  if (uint64_t free = ~word & kHighs) {  // slots fill in order and are never freed
+    uint32_t i = b + __builtin_ctzll(free) / 8;
+    LockCounts& c = tab->slots[i];
     c.kind = kind;
     c.caller = caller;
     c.site.store(resolve_site(caller), std::memory_order_relaxed);
     c.object.store(object, std::memory_order_release);  // published last
-    tab->keys[b + i] = object;
+    tab->tags[i] = tag;
     tab->used.fetch_add(1, std::memory_order_relaxed);
     return &c;
   }

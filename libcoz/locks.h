@@ -79,7 +79,7 @@ struct LockTable {
   uint64_t rng = 0;  // xorshift64 state, never 0
   uint32_t nheld = 0;
   std::atomic<uint32_t> used{0};
-  alignas(64) uintptr_t keys[kSlots];  // slots[i].object, for the owner's probes: a bucket is one cache line
+  alignas(64) uint8_t tags[kSlots];  // per slot, for the owner's lookups: 0 free, else 0x80 | 7 bits of its hash
   LockCounts slots[kSlots];
   LockCounts folded[kFolded];  // `object` holds the number of distinct objects seen (approximately)
   struct Held {
