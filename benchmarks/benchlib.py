@@ -9,6 +9,7 @@ here computes periods or speedups by hand.
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -94,17 +95,22 @@ def parse_result(stdout, what):
 
 
 def _run(cmd, env, what, cwd=None, result=True):
-    """Runs `cmd`; its result line, with "wall_s" added. `result=False`: a
-    program that prints none (a real program), {"elapsed_s": wall time}."""
+    """Runs `cmd`; its result line, with "wall_s" and "cpu_s" added (the CPU
+    time, user and system, of the command and every process it waited for:
+    the profiled program's under `coz run`). `result=False`: a program that
+    prints none (a real program), {"elapsed_s": wall time}."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     p = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=RUN_TIMEOUT_S)
     wall = time.monotonic() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
         raise BenchError(f"{what} failed (exit {p.returncode}): {' '.join(cmd)}\n"
                          f"{p.stderr[-3000:]}")
     res = parse_result(p.stdout, what) if result else {"elapsed_s": wall}
     res["wall_s"] = wall
+    res["cpu_s"] = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
     return res
 
 

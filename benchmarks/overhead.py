@@ -149,6 +149,12 @@ def slowdowns(programs, build_dirs, libcoz, use_ours, use_upstream, reps, short,
 
 # ---------------------------------------------------------------- lock counters
 
+def cost_of(med):
+    """What the counters add: the locks-only run over the one without them, minus 1."""
+    with_c, without = med.get("ours_locks"), med.get("ours_locks_no_counters")
+    return with_c / without - 1.0 if with_c is not None and without else None
+
+
 def lock_counters(programs, build_dirs, libcoz, reps, short, workdir):
     rows = []
     for prog in programs:
@@ -160,10 +166,9 @@ def lock_counters(programs, build_dirs, libcoz, reps, short, workdir):
                  "ours_locks_no_counters": lambda: benchlib.run_ours(
                      cmd, libcoz, out, extra=["--locks-only", "--no-lock-counters"])}
         results, notes, failures = interleaved(prog, modes, reps)
-        med = medians(results)
-        with_c, without = med.get("ours_locks"), med.get("ours_locks_no_counters")
-        cost = with_c / without - 1.0 if with_c is not None and without else None
-        rows.append({"program": prog, "wall_s": med, "ratio": ratios(med), "counters_cost": cost,
+        med, cpu = medians(results), medians(results, "cpu_s")
+        rows.append({"program": prog, "wall_s": med, "ratio": ratios(med), "cpu_s": cpu,
+                     "counters_cost": cost_of(med), "counters_cpu_cost": cost_of(cpu),
                      "notes": notes, "failures": failures})
     return rows
 
@@ -391,14 +396,15 @@ def print_slowdowns(rows):
 
 def print_locks(rows):
     modes = ["plain", "ours_locks", "ours_locks_no_counters"]
-    print(f"{'lock program':<18} " + " ".join(f"{m:>22}" for m in modes) + f" {'counters':>9}")
+    print(f"{'lock program':<18} " + " ".join(f"{m:>22}" for m in modes) + f" {'counters':>9} {'(cpu)':>7}")
     for r in rows:
         cells = []
         for m in modes:
             w, q = r["wall_s"].get(m), r["ratio"].get(m)
             cells.append(f"{fmt(w, '.2f')}s x{fmt(q, '.3f')}" if w is not None else "n/a")
         cost = "n/a" if r["counters_cost"] is None else f"{r['counters_cost']:+.1%}"
-        print(f"{r['program']:<18} " + " ".join(f"{c:>22}" for c in cells) + f" {cost:>9}"
+        cpu = "n/a" if r["counters_cpu_cost"] is None else f"{r['counters_cpu_cost']:+.1%}"
+        print(f"{r['program']:<18} " + " ".join(f"{c:>22}" for c in cells) + f" {cost:>9} {cpu:>7}"
               + ("  " + "; ".join(r["notes"]) if r["notes"] else ""))
 
 

@@ -3,8 +3,8 @@
 // SyncPerf's counters (locks.h), from the same measurements.
 //
 // Acquiring a lock tries it first (SyncPerf's way to know contention): an
-// uncontended acquisition costs the try and a time-stamp counter read, and
-// no wait is recorded; only when the lock is taken does the thread wait, as
+// uncontended acquisition costs the try and a count (its hold is timed only
+// now and then, locks.h), and no wait is recorded; only when the lock is taken does the thread wait, as
 // a blocking call (credited when the releaser paid first). With the counters
 // off (COZ_LOCK_COUNTERS=0) the same calls are made, the counting skipped.
 #pragma once
