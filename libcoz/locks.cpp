@@ -92,7 +92,28 @@ uintptr_t resolve_site(uintptr_t caller) {
   return caller - 1;
 }
 
-LockCounts* find_counts(LockTable* tab, LockKind kind, uintptr_t object, uintptr_t caller) {
+// Slots taken for the first time (out of line: the lookup is inlined into
+// the acquisition's slow path).
+__attribute__((noinline)) LockCounts* new_slot(LockTable* tab, uint32_t i, uint8_t tag, LockKind kind,
+                                               uintptr_t object, uintptr_t caller) {
+  LockCounts& c = tab->slots[i];
+  c.kind = kind;
+  c.caller = caller;
+  c.site.store(resolve_site(caller), std::memory_order_relaxed);
+  c.object.store(object, std::memory_order_release);  // published last
+  tab->tags[i] = tag;
+  tab->used.fetch_add(1, std::memory_order_relaxed);
+  return &c;
+}
+__attribute__((noinline)) LockCounts* new_folded(LockCounts* f, LockKind kind, uintptr_t caller) {
+  f->kind = kind;
+  f->caller = caller;
+  f->site.store(resolve_site(caller), std::memory_order_relaxed);
+  f->object.store(1, std::memory_order_release);
+  return f;
+}
+
+inline LockCounts* find_counts(LockTable* tab, LockKind kind, uintptr_t object, uintptr_t caller) {
   // A bucket of kWays slots, with a byte of tag per slot (SwissTable's way):
   // 0 for a free slot, else 0x80 and 7 bits of the hash. The 8 tags are
   // compared at once in a 64-bit word; only slots whose tag matches are read.
@@ -107,32 +128,17 @@ LockCounts* find_counts(LockTable* tab, LockKind kind, uintptr_t object, uintptr
     LockCounts& c = tab->slots[b + __builtin_ctzll(match) / 8];
     if (c.object.load(std::memory_order_relaxed) == object && c.caller == caller) return &c;
   }
-  if (uint64_t free = ~word & kHighs) {  // slots fill in order and are never freed
-    uint32_t i = b + __builtin_ctzll(free) / 8;
-    LockCounts& c = tab->slots[i];
-    c.kind = kind;
-    c.caller = caller;
-    c.site.store(resolve_site(caller), std::memory_order_relaxed);
-    c.object.store(object, std::memory_order_release);  // published last
-    tab->tags[i] = tag;
-    tab->used.fetch_add(1, std::memory_order_relaxed);
-    return &c;
-  }
+  if (uint64_t free = ~word & kHighs)  // slots fill in order and are never freed
+    return new_slot(tab, b + __builtin_ctzll(free) / 8, tag, kind, object, caller);
   // Full around here: counted per call site only (a million locks of one
   // site stay a few entries).
   LockCounts& f = tab->folded[mix(caller, 0) % LockTable::kFolded];
-  if (f.caller != caller) {
-    if (f.object.load(std::memory_order_relaxed)) return &f;  // a collision: counted with that site
-    f.kind = kind;
-    f.caller = caller;
-    f.site.store(resolve_site(caller), std::memory_order_relaxed);
-    f.object.store(1, std::memory_order_release);
-  }
-  return &f;
+  if (f.caller == caller || f.object.load(std::memory_order_relaxed)) return &f;  // (a collision: with that site)
+  return new_folded(&f, kind, caller);
 }
 
 // The slot of (object, caller), remembered as the latest one.
-LockCounts* counts_for(LockTable* tab, LockKind kind, uintptr_t object, uintptr_t caller) {
+inline LockCounts* counts_for(LockTable* tab, LockKind kind, uintptr_t object, uintptr_t caller) {
   LockCounts* c = find_counts(tab, kind, object, caller);
   tab->last_object = object;
   tab->last_caller = caller;
