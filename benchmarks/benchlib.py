@@ -190,6 +190,18 @@ def run_upstream(cmd, output, fixed_line=None, fixed_speedup=None, extra=(), res
     return res
 
 
+def parse_also(ap, specs):
+    """{NAME: libcoz.so path} from --also NAME=LIBCOZ options (another build of
+    ours run beside it: before/after in one invocation); `ap.error` on a bad one."""
+    others = {}
+    for spec in specs:
+        name, _, path = spec.partition("=")
+        if not name or name in ("ours", "upstream") or name in others or not os.path.isfile(path):
+            ap.error(f"--also {spec!r}: NAME=LIBCOZ with a new name and an existing file")
+        others[name] = os.path.abspath(path)
+    return others
+
+
 def predict(out, unit, name, point, amounts):
     """({x: predicted speedup or None}, notes, experiments of the curve) from the
     profile `out` of ONE run that fixed the unit (`unit`: "line", "callsite" or

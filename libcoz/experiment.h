@@ -190,6 +190,7 @@ class Profiler {
   RecentTargets recent_;      // targets of samples taken while no delay was inserted
   RecentTargets recent_all_;  // of every sample
   std::vector<const Target*> candidates_;  // scratch
+  uint64_t drain_ns_ = 0;  // CLOCK_MONOTONIC at the start of the current drain(): the samples' age
   std::unordered_map<uintptr_t, const Line*> pc_cache_;
   struct Pending {
     pid_t tid;
