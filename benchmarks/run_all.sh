@@ -6,7 +6,10 @@
 #   benchmarks/run_all.sh OUTDIR [--build DIR] [--also NAME=LIBCOZ]...
 #
 # --also runs another libcoz.so (a build of an earlier commit) beside ours in
-# accuracy.py and experiment_rate.py: before and after in the same invocation.
+# accuracy.py: before and after in the same invocation. experiment_rate.py
+# profiles for 30 s a run (its default is 45 s), so that the whole
+# invocation stays near an hour on 2 CPUs. benchmarks/figures.py OUTDIR
+# prints the Markdown of docs/benchmarks.md's generated figures.
 #
 # OUTDIR gets one log per script (its whole output, the JSON summary last)
 # and header.txt: date, machine, kernel, load, commit and the exact commands,
@@ -37,7 +40,7 @@ STEPS=(
   "overhead.py --build $BUILD"
   "micro_waits.py --build $BUILD"
   "locks.py --build $BUILD"
-  "experiment_rate.py --build $BUILD$ALSO"
+  "experiment_rate.py --build $BUILD --seconds 30"
   "parse_bench.py"
   "conventional_bench.py"
   "real_xz.py --build $BUILD"
