@@ -35,9 +35,10 @@ with the share of our samples that fell out of scope.
 
 With --shared-liblzma, only: xz built against the shared liblzma.so.5 and
 run with the system's (Debian's liblzma5: -O2, no frame pointers, stripped),
-outside --binary-scope as a user has it; one plain `coz run` of ours; prints
-the share of the CPU samples out of scope, in liblzma, and the lines the
-library's samples were charged to (issue 15, point 3).
+outside --binary-scope as a user has it; one plain `coz run` of ours and
+of upstream's; prints the share of the CPU samples out of scope, in
+liblzma, and the lines the library's samples were charged to (issue 15,
+point 3).
 
 Usage: real_xz.py [--short] [--build DIR] [--ours-only | --upstream-only]
                   [--only COMPRESS|WRITE] [--reps N] [--keep-profiles DIR]
@@ -308,10 +309,26 @@ def library_samples(profile_path, library):
                       for k, v in sorted(charged.items(), key=lambda kv: -kv[1])}}
 
 
-def shared_liblzma_mode(tree, cache, libcoz, workdir, mb):
+def line_shares(profile_path):
+    """{"FILE:LINE": share of the in-scope samples} of a profile (upstream's
+    counts no out-of-scope sample)."""
+    from cozprof import profile
+
+    counts = {}
+    for r in profile.load([profile_path]).runs:
+        for loc, c in r.samples.items():
+            k = f"{os.path.basename(loc.rsplit(':', 1)[0])}:{loc.rsplit(':', 1)[1]}"
+            counts[k] = counts.get(k, 0) + c
+    total = sum(counts.values())
+    return {k: v / total for k, v in sorted(counts.items(), key=lambda kv: -kv[1])} if total else {}
+
+
+def shared_liblzma_mode(tree, cache, libcoz, workdir, mb, use_up):
     """--shared-liblzma: xz linked against the system's liblzma.so.5, one plain
-    `coz run` of ours; prints where the samples went. Returns the summary."""
+    `coz run` of ours (and of upstream's with `use_up`); prints where the
+    samples went. Returns the summary."""
     exe = build(tree, cache, "ours", shared=True)
+    exe_up = build(tree, cache, "upstream", shared=True) if use_up else None
     ldd = sh(["ldd", exe], "ldd " + exe)
     lib = next((ln.split("=>")[1].split("(")[0].strip() for ln in ldd.splitlines()
                 if "liblzma.so" in ln and "=>" in ln), None)
@@ -337,8 +354,21 @@ def shared_liblzma_mode(tree, cache, libcoz, workdir, mb):
         print(f"  liblzma samples with no in-scope frame, threads of group {k}: {v * 100:.1f}%")
     for k, v in list(res["lines"].items())[:5]:
         print(f"  line {k}: {v * 100:.1f}% of the CPU samples")
+    up = None
+    if exe_up:
+        out = os.path.join(workdir, "shared.upstream.coz")
+        try:
+            wall_up = benchlib.run_upstream(xz_cmd(exe_up, local), out, result=False)["wall_s"]
+            up = {"wall_s": wall_up, "lines": line_shares(out)}
+            print(f"# upstream: one plain coz run of {wall_up:.1f} s (its profile counts no "
+                  "out-of-scope sample: shares of its in-scope samples)")
+            for k, v in list(up["lines"].items())[:5]:
+                print(f"  upstream line {k}: {v * 100:.1f}% of the in-scope samples")
+        except BenchError as e:
+            up = {"error": str(e).splitlines()[0]}
+            print(f"# upstream failed: {up['error']}")
     return {"summary": "real_xz", "mode": "shared-liblzma", "library": lib, "input_mb": mb,
-            "wall_s": wall, **res, "errors": [], "rows": [], "failures": []}
+            "wall_s": wall, **res, "upstream": up, "errors": [], "rows": [], "failures": []}
 
 
 def main(argv=None):
@@ -356,7 +386,7 @@ def main(argv=None):
     ap.add_argument("--keep-profiles", metavar="DIR", help="keep the profiles in DIR")
     ap.add_argument("--shared-liblzma", action="store_true",
                     help="only say where the samples go when xz uses the system's shared liblzma "
-                         "(no frame pointers, outside the scope): one plain run of ours")
+                         "(no frame pointers, outside the scope): one plain run of each profiler")
     args = ap.parse_args(argv)
     build_dirs = [args.build] if args.build else benchlib.default_build_dirs()
     reps = args.reps or (1 if args.short else 3)
@@ -384,7 +414,7 @@ def main(argv=None):
         try:
             if not libcoz:
                 raise BenchError("--shared-liblzma needs ours: " + skipped.get("ours", ""))
-            summary = shared_liblzma_mode(patched_tree(src, cache)[0], cache, libcoz, workdir, mb)
+            summary = shared_liblzma_mode(patched_tree(src, cache)[0], cache, libcoz, workdir, mb, use_up)
         except BenchError as e:
             print(f"real_xz: {e}", file=sys.stderr)
             summary = {"summary": "real_xz", "mode": "shared-liblzma", "errors": [str(e)], "rows": [],
