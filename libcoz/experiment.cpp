@@ -182,6 +182,7 @@ void Profiler::note_thread(ThreadState* t) {
     info.record.start_ns = t->start_ns;
     info.record.group = t->start_fn ? "" : "main";
     info.start_fn = t->start_fn;
+    info.origin_pc = t->origin_pc;
   }
 }
 
@@ -277,6 +278,7 @@ void Profiler::drain() {
     uint64_t lost = 0, skipped = 0;
     parse_records(taken_bytes_.data() + tk.offset, tk.size, &info.switches, tk.period_ns, &lost, &skipped,
                   [&](Sample& smp) {
+                    add_origin(info.origin_pc, shared().scope.load(std::memory_order_acquire), &smp);
                     pending_.push_back({tk.tid, smp});
                   });
     total_lost_ += lost;

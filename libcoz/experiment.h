@@ -218,6 +218,7 @@ class Profiler {
   struct ThreadInfo {
     ThreadRecord record;
     uintptr_t start_fn = 0;
+    uintptr_t origin_pc = 0;  // ThreadState::origin_pc
     uint64_t sched_rest_ns = 0;  // preempted time not yet worth a whole blocked sample
     SwitchState switches;        // sampling-only: its switch records, parsed here
     uint64_t waits[6] = {0, 0, 0, 0, 0, 0};  // interposed waits' totals (the thread's counters)
