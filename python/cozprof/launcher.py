@@ -512,50 +512,35 @@ _RESTORED_SIGNALS = tuple(getattr(signal, n) for n in ("SIGPIPE", "SIGXFZ", "SIG
 
 
 def _spawn(argv, program, env):
-    """fork and exec `program` as subprocess.Popen(argv, executable=program, env=env)
-    does (descriptors above 2 closed, ignored signals restored); returns the pid, or
-    raises the OSError of a failed exec. Not subprocess itself: importing it (threading,
-    selectors, locale) took 5-8 ms before the program's main."""
-    r, w = os.pipe()  # close-on-exec: EOF on r means the exec succeeded
+    """Start `program` as subprocess.Popen(argv, executable=program, env=env) does
+    (descriptors above 2 closed, the signals Python ignores restored to their
+    default); returns the pid, or raises the OSError of a failed exec.
+
+    posix_spawn, not subprocess (importing it, with threading, selectors and
+    locale, took 5-8 ms before the program's main) nor fork (glibc's posix_spawn
+    shares the launcher's memory until the exec instead of copying its page
+    tables, and runs no Python in the child: ~1 ms less CPU per run). Its
+    errors are the exec's own (glibc reports them since 2.24)."""
+    closes = [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited_descriptors()]
+    return os.posix_spawn(program, argv, env, file_actions=closes, setsigdef=_RESTORED_SIGNALS)
+
+
+def _inherited_descriptors():
+    """The launcher's descriptors above 2 that an exec would keep open (those it
+    inherited without close-on-exec: a shell's 3>file, a jobserver's pipe)."""
     try:
-        pid = os.fork()
-    except BaseException:
-        os.close(r)
-        os.close(w)
-        raise
-    if pid == 0:  # child: nothing here may return into the launcher's code
-        code = 0
-        try:
-            os.close(r)
-            # w may be below 3 when the launcher started without stdin or stdout.
-            os.closerange(3, max(3, w))
-            os.closerange(max(3, w + 1), max(os.sysconf("SC_OPEN_MAX"), w + 2, 256))
-            for sig in _RESTORED_SIGNALS:
-                signal.signal(sig, signal.SIG_DFL)
-            os.execve(program, argv, env)
-        except OSError as e:
-            code = e.errno or errno.EIO
-        except BaseException:  # noqa: BLE001 - the child must end here whatever happens
-            code = errno.EIO
-        try:
-            os.write(w, code.to_bytes(4, "little"))
-        finally:
-            os._exit(127)
-    os.close(w)
-    try:
-        data = b""
-        while True:
-            chunk = os.read(r, 4)
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        os.close(r)
-    if data:
-        os.waitpid(pid, 0)
-        code = int.from_bytes(data[:4].ljust(4, b"\0"), "little")
-        raise OSError(code, os.strerror(code), program)
-    return pid
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc: the usual range
+        fds = range(3, min(os.sysconf("SC_OPEN_MAX"), 4096))
+    out = []
+    for fd in fds:
+        if fd > 2:
+            try:
+                if os.get_inheritable(fd):
+                    out.append(fd)
+            except OSError:
+                pass  # not open (the listing's own descriptor, closed since)
+    return out
 
 
 def flush_std():

@@ -339,6 +339,22 @@ def test_closed_standard_streams_pass_through(stub_library, tmp_path, closed):
     assert b"Traceback" not in r.stderr
 
 
+def test_program_gets_no_inherited_descriptor_and_default_signals(stub_library, tmp_path):
+    # As subprocess starts it: descriptors above 2 that the launcher inherited are
+    # closed, and SIGPIPE, which Python ignores, is at its default again.
+    script = 'ls /proc/$$/fd; grep "^SigIgn:" /proc/$$/status'
+    cmd = (f"{shlex.quote(sys.executable)} -m cozprof run -o x.coz --- sh -c {shlex.quote(script)} "
+           "8</dev/null 9>extra")
+    env = dict(os.environ, COZ_LIBRARY=stub_library, PYTHONPATH=PYTHON_PATH,
+               STUB_MARKER=str(tmp_path / "marker"))
+    r = subprocess.run(["sh", "-c", cmd], env=env, cwd=tmp_path, capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    fds = {int(fd) for fd in r.stdout.split("SigIgn:")[0].split()}
+    assert {0, 1, 2} <= fds and not {8, 9} & fds, r.stdout
+    assert not int(r.stdout.split()[-1], 16) & (1 << (signal.SIGPIPE - 1)), r.stdout
+
+
 def test_death_by_signal_is_passed_through(stub_library, tmp_path):
     p = coz(["---", "sh", "-c", "kill -TERM $$"], stub_library, tmp_path)
     assert p.wait(timeout=30) == -signal.SIGTERM
