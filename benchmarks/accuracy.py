@@ -46,9 +46,16 @@ and the real speedup at x is read off the broken line through the measured
 pairs (part shortened, program speedup): the program speedup when the part
 really got x shorter (the notes show the measured shortenings).
 
+`--also NAME=LIBCOZ` (repeatable) adds a profiler: our `coz run` with
+another libcoz.so (a build of an earlier commit), run with ours' options
+right after ours on the same real curve, shown in a column of its own and
+summarized like ours ("also" in the JSON): before and after in one
+invocation.
+
 Usage: accuracy.py [--short] [--only NAME] [--ours-only | --upstream-only]
                    [--build DIR] [--reps N] [--experiment-length T]
                    [--work-ours F] [--work-upstream F] [--keep-profiles DIR]
+                   [--also NAME=LIBCOZ]
 """
 
 import argparse
@@ -352,7 +359,11 @@ def main(argv=None):
     ap.add_argument("--keep-profiles", metavar="DIR",
                     help="write the profiles to DIR and keep them (default: a temporary "
                          "directory, removed at the end)")
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=LIBCOZ",
+                    help="also run our coz run with this libcoz.so (an earlier build), "
+                         "named NAME in the table (repeatable)")
     args = ap.parse_args(argv)
+    others = benchlib.parse_also(ap, args.also)
     exp_len = args.experiment_length or ("20ms" if args.short else "100ms")
     work_ours = args.work_ours or (SHORT_WORK_OURS if args.short else 2)
     work_up = args.work_upstream or (1 if args.short else 8)
@@ -392,7 +403,8 @@ def main(argv=None):
     print("# known: the header comment's answer; real: measured; noise: spread of the")
     print("# baseline runs; errors in percentage points against real (and against known)")
     print(f"{'case':<24} {'line':>4} {'x%':>3} {'known%':>6} {'real%':>6} {'noise%':>6} "
-          f"{'ours%':>6} {'upst%':>6} {'ours-err':>13} {'upst-err':>13}  notes")
+          f"{'ours%':>6} {'upst%':>6} {'ours-err':>13} {'upst-err':>13}"
+          + "".join(f" {n[:10] + '%':>11} {n[:9] + '-err':>13}" for n in others) + "  notes")
     try:
         for case in cases:
             try:
@@ -402,13 +414,18 @@ def main(argv=None):
                                                                args.short, baselines)
                 ours_args = benchlib.args_list(case.profiled_args(args.short, work_ours))
                 up_args = benchlib.args_list(case.profiled_args(args.short, work_up))
-                notes, exps, results = [], {}, {"ours": {}, "upstream": {}}
+                notes, exps = [], {}
+                results = {"ours": {}, "upstream": {}, **{n: {} for n in others}}
                 runners = []
-                if use_ours:
+
+                def ours_runner(lib):
                     def run_o(out, c):
-                        benchlib.run_ours([binary, *ours_args], libcoz, out,
+                        benchlib.run_ours([binary, *ours_args], lib, out,
                                           extra=[*fixed_options(c), "--experiment-length", exp_len])
-                    runners.append(("ours", run_o))
+                    return run_o
+                if use_ours:
+                    runners.append(("ours", ours_runner(libcoz)))
+                runners += [(n, ours_runner(lib)) for n, lib in others.items()]
                 if use_upstream and case.upstream is True:
                     up_bin = benchlib.find_program(build_dirs, case.program + "_upstream")
 
@@ -425,7 +442,7 @@ def main(argv=None):
                         missing = [x for x in amounts if results[who].get(x) is None]
                         # Upstream may legitimately give no curve for a short run;
                         # ours must, except on a blind spot.
-                        if missing and who == "ours" and case.expect != "blind":
+                        if missing and who != "upstream" and case.expect != "blind":
                             failures.append({"case": case.name, "profiler": who,
                                              "error": "no prediction at " + ",".join(
                                                  f"{int(round(x * 100))}%" for x in missing)
@@ -458,6 +475,10 @@ def main(argv=None):
                        "err_ours_pp": err(o, r), "err_upstream_pp": err(u, r),
                        "err_ours_known_pp": err(o, k), "err_upstream_known_pp": err(u, k),
                        "notes": notes}
+                for n in others:
+                    row[n] = results[n].get(x)
+                    row[f"err_{n}_pp"] = err(row[n], r)
+                    row[f"err_{n}_known_pp"] = err(row[n], k)
                 rows.append(row)
                 tag = {"match": "", "contention": "[must be < 0] ",
                        "blind": "[blind spot] "}[case.expect]
@@ -469,8 +490,10 @@ def main(argv=None):
                 print(f"{case.name:<24} {lineno:>4} {int(x * 100):>3} {pct(k)} {pct(r)} "
                       f"{pct(noise)} {pct(o)} {up_shown} "
                       f"{two(row['err_ours_pp'], row['err_ours_known_pp']):>13} "
-                      f"{two(row['err_upstream_pp'], row['err_upstream_known_pp']):>13}  "
-                      f"{tag}{'; '.join(notes)}")
+                      f"{two(row['err_upstream_pp'], row['err_upstream_known_pp']):>13}"
+                      + "".join(f" {pct(row[n]):>11} {two(row[f'err_{n}_pp'], row[f'err_{n}_known_pp']):>13}"
+                                for n in others)
+                      + f"  {tag}{'; '.join(notes)}")
                 sys.stdout.flush()
     finally:
         if not args.keep_profiles:
@@ -504,21 +527,26 @@ def main(argv=None):
         "groups_upstream": by_group("upstream") if use_upstream else None,
         "contention_ours": contention("ours") if use_ours else None,
         "contention_upstream": contention("upstream") if use_upstream else None,
+        "also": {n: {"libcoz": lib, "overall": overall(n), "groups": by_group(n),
+                     "contention": contention(n)} for n, lib in others.items()},
         "skipped": skipped, "errors": errors, "failures": failures, "rows": rows,
     }
-    for who in ("ours", "upstream"):
+    sections = {who: (summary[who], summary[f"groups_{who}"], summary[f"contention_{who}"])
+                for who in ("ours", "upstream")}
+    sections.update({n: (a["overall"], a["groups"], a["contention"]) for n, a in summary["also"].items()})
+    for who, (overall_fig, groups_fig, contention_fig) in sections.items():
         for ref in ("real", "known"):
-            s = (summary[who] or {}).get(f"vs_{ref}")
+            s = (overall_fig or {}).get(f"vs_{ref}")
             if s and s["points"]:
                 print(f"# {who} against {ref}: mean |error| {s['mean_abs_error_pp']:.1f} pp, "
                       f"max {s['max_abs_error_pp']:.1f} pp over {s['points']} points")
-        for g, figures in (summary[f"groups_{who}"] or {}).items():
+        for g, figures in (groups_fig or {}).items():
             f = figures["vs_real"]
             if f["points"]:
                 print(f"# {who}, {GROUPS[g]} cases, against real: mean |error| "
                       f"{f['mean_abs_error_pp']:.1f} pp, max {f['max_abs_error_pp']:.1f} pp over "
                       f"{f['points']} points")
-        c = summary[f"contention_{who}"]
+        c = contention_fig
         if c and c["points"]:
             print(f"# {who}: spin line predicted negative in {c['negative']} of {c['points']} points")
     for f in failures:

@@ -118,10 +118,12 @@ def run_plain(cmd, result=True):
     return _run(cmd, None, "plain run", result=result)
 
 
-def ours_env(libcoz):
+def ours_env(libcoz, python_dir=None):
+    """The environment of our `coz`: libcoz.so `libcoz`, the cozprof package of this
+    checkout (or of `python_dir`, another checkout's python/ folder)."""
     env = dict(os.environ)
     env["COZ_LIBRARY"] = libcoz
-    env["PYTHONPATH"] = PYTHON_DIR + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = (python_dir or PYTHON_DIR) + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     # The launcher's modules byte-compiled once, as an installed coz has them (pip
     # compiles them) and a source tree keeps them (in __pycache__): with
     # PYTHONDONTWRITEBYTECODE set and no __pycache__, every run compiled the
@@ -178,11 +180,14 @@ def check_profile(output, what, complete=True):
         raise BenchError(f"{what}: its profile {output} has no shutdown record (the run ended abruptly)")
 
 
-def run_ours(cmd, libcoz, output, fixed_line=None, fixed_speedup=None, extra=(), result=True):
-    """Run `cmd` under `python3 -m cozprof run`; the profile goes to `output`."""
+def run_ours(cmd, libcoz, output, fixed_line=None, fixed_speedup=None, extra=(), result=True,
+             python_dir=None):
+    """Run `cmd` under `python3 -m cozprof run`; the profile goes to `output`.
+    `python_dir`: run the cozprof package of that folder instead of this checkout's."""
     opts = _profile_options(output, fixed_line, fixed_speedup)
     full = [sys.executable, "-m", "cozprof", "run", *opts, *extra, "---", *cmd]
-    res = _run(full, ours_env(libcoz), "our coz run", cwd=os.path.dirname(output), result=result)
+    res = _run(full, ours_env(libcoz, python_dir), "our coz run", cwd=os.path.dirname(output),
+               result=result)
     check_profile(output, "our coz run")
     return res
 
@@ -194,6 +199,18 @@ def run_upstream(cmd, output, fixed_line=None, fixed_speedup=None, extra=(), res
     res = _run(full, None, "upstream coz run", cwd=os.path.dirname(output), result=result)
     check_profile(output, "upstream coz run", complete=False)
     return res
+
+
+def parse_also(ap, specs):
+    """{NAME: libcoz.so path} from --also NAME=LIBCOZ options (another build of
+    ours run beside it: before/after in one invocation); `ap.error` on a bad one."""
+    others = {}
+    for spec in specs:
+        name, _, path = spec.partition("=")
+        if not name or name in ("ours", "upstream") or name in others or not os.path.isfile(path):
+            ap.error(f"--also {spec!r}: NAME=LIBCOZ with a new name and an existing file")
+        others[name] = os.path.abspath(path)
+    return others
 
 
 def predict(out, unit, name, point, amounts):

@@ -176,12 +176,7 @@ def main():
                     help="also run our coz run with this libcoz.so, named NAME (repeatable)")
     ap.add_argument("--args", default="", help="arguments added to every program's command line")
     opts = ap.parse_args()
-    others = {}
-    for spec in opts.also:
-        name, _, path = spec.partition("=")
-        if not name or name in ("ours", "upstream") or not os.path.isfile(path):
-            ap.error(f"--also {spec!r}: NAME=LIBCOZ with a new name and an existing file")
-        others[name] = os.path.abspath(path)
+    others = benchlib.parse_also(ap, opts.also)
 
     build_dirs = opts.build or benchlib.default_build_dirs()
     seconds = opts.seconds or (SHORT_SECONDS if opts.short else SECONDS)

@@ -19,7 +19,9 @@ debug info.
    causal profiling and under upstream, --launch-reps times each
    (interleaved). Time to main (from the spawn) and total wall time;
    launcher cost = time to main minus plain's, exit cost = (total - time to
-   main) minus plain's, from the medians.
+   main) minus plain's, from the medians. --launch-baseline DIR adds
+   `coz run --sampling-only` with another checkout's cozprof package
+   (mode baseline_sampling), to compare two launchers in one run.
 4. Start-up: a generated C program of about 200,000 lines (many small
    functions, built with -g, and -gdwarf-3 -gstrict-dwarf for upstream)
    whose main() prints the time it was entered and returns. Prints time to
@@ -38,7 +40,7 @@ that failed (any mode of any part) is listed in its "failures"; with
 Usage: overhead.py [--short] [--only NAME] [--ours-only | --upstream-only]
                    [--build DIR] [--reps N] [--launch-reps N]
                    [--startup-lines N] [--no-slowdown] [--no-locks]
-                   [--no-launch] [--no-startup]
+                   [--no-launch] [--no-startup] [--launch-baseline DIR]
 """
 
 import argparse
@@ -206,7 +208,7 @@ def timed_to_main(fn):
     return res
 
 
-def launch_cost(libcoz, use_ours, use_upstream, reps, cache, workdir):
+def launch_cost(libcoz, use_ours, use_upstream, reps, cache, workdir, baseline_python=None):
     bins = build_tiny(cache)
     out = os.path.join(workdir, "tiny.coz")
     modes = {"plain": lambda: timed_to_main(lambda: benchlib.run_plain([bins["normal"]]))}
@@ -215,6 +217,10 @@ def launch_cost(libcoz, use_ours, use_upstream, reps, cache, workdir):
             lambda: benchlib.run_ours([bins["normal"]], libcoz, out, extra=["--sampling-only"]))
         modes["ours_causal"] = lambda: timed_to_main(
             lambda: benchlib.run_ours([bins["normal"]], libcoz, out))
+        if baseline_python:
+            modes["baseline_sampling"] = lambda: timed_to_main(
+                lambda: benchlib.run_ours([bins["normal"]], libcoz, out, extra=["--sampling-only"],
+                                          python_dir=baseline_python))
     if use_upstream:
         modes["upstream_causal"] = lambda: timed_to_main(
             lambda: benchlib.run_upstream([bins["upstream"]], out))
@@ -443,6 +449,9 @@ def main(argv=None):
     ap.add_argument("--no-locks", action="store_true", help="skip the lock counters' cost")
     ap.add_argument("--no-launch", action="store_true", help="skip the launcher's start and exit cost")
     ap.add_argument("--no-startup", action="store_true", help="skip the start-up measurement")
+    ap.add_argument("--launch-baseline", metavar="DIR",
+                    help="part 3 also runs coz run --sampling-only with the cozprof package of DIR "
+                         "(another checkout's python/ folder), interleaved: mode baseline_sampling")
     ap.add_argument("--cache", default=None,
                     help="where the generated programs are kept (default <first build dir>/bigdebug)")
     args = ap.parse_args(argv)
@@ -486,7 +495,8 @@ def main(argv=None):
             print_locks(lock_rows)
         if not args.no_launch:
             try:
-                launch = launch_cost(libcoz, use_ours, use_upstream, launch_reps, cache, workdir)
+                launch = launch_cost(libcoz, use_ours, use_upstream, launch_reps, cache, workdir,
+                                     args.launch_baseline)
                 print_launch(launch)
             except (BenchError, subprocess.CalledProcessError) as e:
                 errors.append(f"launcher: {e}")

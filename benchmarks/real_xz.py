@@ -33,8 +33,16 @@ Prints a table (line, x, real, ours, upstream, errors, usable experiments
 per minute of profiled run) and a JSON summary {"summary": "real_xz", ...}
 with the share of our samples that fell out of scope.
 
+With --shared-liblzma, only: xz built against the shared liblzma.so.5 and
+run with the system's (Debian's liblzma5: -O2, no frame pointers, stripped),
+outside --binary-scope as a user has it; one plain `coz run` of ours and
+of upstream's; prints the share of the CPU samples out of scope, in
+liblzma, and the lines the library's samples were charged to (issue 15,
+point 3).
+
 Usage: real_xz.py [--short] [--build DIR] [--ours-only | --upstream-only]
                   [--only COMPRESS|WRITE] [--reps N] [--keep-profiles DIR]
+                  [--shared-liblzma]
 """
 
 import argparse
@@ -169,10 +177,13 @@ def patched_tree(src, cache):
     return tree, lines
 
 
-def build(tree, cache, flavour):
-    """xz built from the patched tree with the flavour's flags; its path."""
-    out = os.path.join(cache, f"build-{os.path.basename(tree)}-{flavour}")
-    exe = os.path.join(out, "src", "xz", "xz")
+def build(tree, cache, flavour, shared=False):
+    """xz built from the patched tree with the flavour's flags; its path.
+    `shared`: linked against liblzma.so.5 (see shared_liblzma())."""
+    out = os.path.join(cache, f"build-{os.path.basename(tree)}-{flavour}" + ("-shared" if shared else ""))
+    # libtool's uninstalled program: src/xz/xz is a wrapper script that puts
+    # the build's library first; .libs/xz is the program itself, without RUNPATH.
+    exe = os.path.join(out, "src", "xz", ".libs" if shared else "", "xz")
     if os.path.isfile(exe):
         return exe
     coz_h = os.path.join(benchlib.REPO, "include")
@@ -182,7 +193,8 @@ def build(tree, cache, flavour):
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     print(f"# building xz ({flavour}: {cflags}) in {out}", file=sys.stderr)
-    sh([os.path.join(tree, "configure"), *CONFIGURE, "CFLAGS=" + cflags], "configure", cwd=out)
+    configure = [o for o in CONFIGURE if o != "--disable-shared"] + ["--disable-static"] if shared else CONFIGURE
+    sh([os.path.join(tree, "configure"), *configure, "CFLAGS=" + cflags], "configure", cwd=out)
     for d in ("src/liblzma", "src/xz"):
         sh(["make", "-j2", "-C", d], "make " + d, cwd=out)
     return exe
@@ -249,6 +261,116 @@ def sample_shares(profile_path, line):
     return (oos / total, on_line / total) if total else (None, None)
 
 
+def library_samples(profile_path, library):
+    """Where the CPU samples of a plain profile of ours went: {"samples": CPU
+    samples, "out_of_scope": share with no in-scope frame (the runtime's own
+    count), "in_library": share whose innermost frame is in `library`,
+    "library_charged": {"FILE:LINE (function)": share of all samples} for those,
+    the first frame with a source line, as the runtime charges them,
+    "library_out_of_scope": share of all samples in the library with no such
+    frame, "by_thread": {group: share of all samples} of those, "lines": the
+    runtime's per-line shares}."""
+    from cozprof import profile
+
+    prof = profile.load([profile_path])
+    oos = sum(r.out_of_scope for r in prof.runs)
+    charged = {}
+    for r in prof.runs:
+        for loc, c in r.samples.items():
+            charged[loc] = charged.get(loc, 0) + c
+    total = oos + sum(charged.values())
+    if not total:
+        raise BenchError(f"{profile_path}: no CPU sample")
+    in_lib, lib_charged, lib_oos, by_thread = 0, {}, 0, {}
+    for r in prof.runs:
+        for sid, (n, _) in r.stack_counts.items():
+            st = r.stacks[sid]
+            if st.kind != "cpu" or not st.locations:
+                continue
+            locs = [r.locations[i] for i in st.locations]
+            if os.path.basename(locs[0].object or "").split(".so")[0] != library:
+                continue
+            in_lib += n
+            first = next((lc.lines[0] for lc in locs if lc.lines and lc.lines[0][1]), None)
+            if first is None:
+                lib_oos += n
+                by_thread[st.group or "?"] = by_thread.get(st.group or "?", 0) + n
+            else:
+                key = f"{os.path.basename(first[1])}:{first[2]} ({first[0]})"
+                lib_charged[key] = lib_charged.get(key, 0) + n
+    stack_total = sum(n for r in prof.runs for sid, (n, _) in r.stack_counts.items()
+                      if r.stacks[sid].kind == "cpu")
+    share = (lambda n: n / stack_total) if stack_total else (lambda n: 0.0)
+    return {"samples": total, "out_of_scope": oos / total, "in_library": share(in_lib),
+            "library_charged": {k: share(v) for k, v in sorted(lib_charged.items(), key=lambda kv: -kv[1])},
+            "library_out_of_scope": share(lib_oos),
+            "by_thread": {k: share(v) for k, v in sorted(by_thread.items(), key=lambda kv: -kv[1])},
+            "lines": {f"{os.path.basename(k.rsplit(':', 1)[0])}:{k.rsplit(':', 1)[1]}": v / total
+                      for k, v in sorted(charged.items(), key=lambda kv: -kv[1])}}
+
+
+def line_shares(profile_path):
+    """{"FILE:LINE": share of the in-scope samples} of a profile (upstream's
+    counts no out-of-scope sample)."""
+    from cozprof import profile
+
+    counts = {}
+    for r in profile.load([profile_path]).runs:
+        for loc, c in r.samples.items():
+            k = f"{os.path.basename(loc.rsplit(':', 1)[0])}:{loc.rsplit(':', 1)[1]}"
+            counts[k] = counts.get(k, 0) + c
+    total = sum(counts.values())
+    return {k: v / total for k, v in sorted(counts.items(), key=lambda kv: -kv[1])} if total else {}
+
+
+def shared_liblzma_mode(tree, cache, libcoz, workdir, mb, use_up):
+    """--shared-liblzma: xz linked against the system's liblzma.so.5, one plain
+    `coz run` of ours (and of upstream's with `use_up`); prints where the
+    samples went. Returns the summary."""
+    exe = build(tree, cache, "ours", shared=True)
+    exe_up = build(tree, cache, "upstream", shared=True) if use_up else None
+    ldd = sh(["ldd", exe], "ldd " + exe)
+    lib = next((ln.split("=>")[1].split("(")[0].strip() for ln in ldd.splitlines()
+                if "liblzma.so" in ln and "=>" in ln), None)
+    if not lib or lib.startswith(cache):
+        raise BenchError(f"{exe} does not load the system's liblzma.so.5:\n{ldd}")
+    path = make_input(cache, mb)
+    local = os.path.join(workdir, os.path.basename(path))
+    if not os.path.exists(local):
+        os.symlink(path, local)
+    set_steps(STEPS)
+    out = os.path.join(workdir, "shared.ours.coz")
+    wall = benchlib.run_ours(xz_cmd(exe, local), libcoz, out, result=False)["wall_s"]
+    res = library_samples(out, "liblzma")
+    print(f"# machine: {benchlib.machine_description()}; load average {benchlib.load_average()}")
+    print(f"# program: xz -T{THREADS} -1 --block-size=256KiB on {mb} MB, linked against {lib} "
+          f"(Debian's package: -O2, no frame pointers, stripped), outside --binary-scope; "
+          f"one plain coz run of {wall:.1f} s, {res['samples']} CPU samples")
+    print(f"out of scope: {res['out_of_scope'] * 100:.1f}% of the CPU samples; "
+          f"innermost frame in liblzma: {res['in_library'] * 100:.1f}%")
+    for k, v in res["library_charged"].items():
+        print(f"  liblzma samples charged to {k}: {v * 100:.1f}%")
+    for k, v in res["by_thread"].items():
+        print(f"  liblzma samples with no in-scope frame, threads of group {k}: {v * 100:.1f}%")
+    for k, v in list(res["lines"].items())[:5]:
+        print(f"  line {k}: {v * 100:.1f}% of the CPU samples")
+    up = None
+    if exe_up:
+        out = os.path.join(workdir, "shared.upstream.coz")
+        try:
+            wall_up = benchlib.run_upstream(xz_cmd(exe_up, local), out, result=False)["wall_s"]
+            up = {"wall_s": wall_up, "lines": line_shares(out)}
+            print(f"# upstream: one plain coz run of {wall_up:.1f} s (its profile counts no "
+                  "out-of-scope sample: shares of its in-scope samples)")
+            for k, v in list(up["lines"].items())[:5]:
+                print(f"  upstream line {k}: {v * 100:.1f}% of the in-scope samples")
+        except BenchError as e:
+            up = {"error": str(e).splitlines()[0]}
+            print(f"# upstream failed: {up['error']}")
+    return {"summary": "real_xz", "mode": "shared-liblzma", "library": lib, "input_mb": mb,
+            "wall_s": wall, **res, "upstream": up, "errors": [], "rows": [], "failures": []}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--short", action="store_true",
@@ -262,6 +384,9 @@ def main(argv=None):
     ap.add_argument("--only", action="append", choices=sorted(STEPS), help="one line (repeatable)")
     ap.add_argument("--reps", type=int, default=None, help="plain runs per point (default 3; 1 with --short)")
     ap.add_argument("--keep-profiles", metavar="DIR", help="keep the profiles in DIR")
+    ap.add_argument("--shared-liblzma", action="store_true",
+                    help="only say where the samples go when xz uses the system's shared liblzma "
+                         "(no frame pointers, outside the scope): one plain run of each profiler")
     args = ap.parse_args(argv)
     build_dirs = [args.build] if args.build else benchlib.default_build_dirs()
     reps = args.reps or (1 if args.short else 3)
@@ -285,6 +410,20 @@ def main(argv=None):
         print(json.dumps({"summary": "real_xz", "fetch_error": str(e), "errors": [str(e)],
                           "rows": [], "failures": [], "skipped": skipped}))
         return 1
+    if args.shared_liblzma:
+        try:
+            if not libcoz:
+                raise BenchError("--shared-liblzma needs ours: " + skipped.get("ours", ""))
+            summary = shared_liblzma_mode(patched_tree(src, cache)[0], cache, libcoz, workdir, mb, use_up)
+        except BenchError as e:
+            print(f"real_xz: {e}", file=sys.stderr)
+            summary = {"summary": "real_xz", "mode": "shared-liblzma", "errors": [str(e)], "rows": [],
+                       "failures": []}
+        finally:
+            if not args.keep_profiles:
+                benchlib.cleanup(workdir)
+        print(json.dumps(summary))
+        return 1 if summary["errors"] else 0
     try:
         tree, lines = patched_tree(src, cache)
         exe = {f: build(tree, cache, f) for f in FLAVOURS if f == "ours" or use_up}

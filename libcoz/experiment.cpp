@@ -101,11 +101,12 @@ void Profiler::add_candidates(const Sample& smp, const Line* l, bool cpu, uint64
   // other threads: during a sped-up experiment or its cool-off, the
   // selected unit's thread runs while the others sleep, and its unit would
   // be over-represented (chosen again and again).
+  // The samples of one drain are a few ms apart at most, against the
+  // pool's 0.5 s half-life: one clock read per drain dates them all.
   const bool undisturbed = !(smp.flags & kSampleDelaying);
-  const uint64_t now = now_mono();
   for (const Target* t : candidates_) {
-    if (undisturbed) recent_.add(t, static_cast<double>(periods), now);
-    recent_all_.add(t, static_cast<double>(periods), now);
+    if (undisturbed) recent_.add(t, static_cast<double>(periods), drain_ns_);
+    recent_all_.add(t, static_cast<double>(periods), drain_ns_);
   }
 }
 
@@ -181,6 +182,7 @@ void Profiler::note_thread(ThreadState* t) {
     info.record.start_ns = t->start_ns;
     info.record.group = t->start_fn ? "" : "main";
     info.start_fn = t->start_fn;
+    info.origin_pc = t->origin_pc;
   }
 }
 
@@ -203,6 +205,7 @@ void Profiler::keep_up() {
 }
 
 void Profiler::drain() {
+  drain_ns_ = now_mono();
   if (hooks_.poll_objects) hooks_.poll_objects();
   calibrate_wait_ticks();  // the waits' clock (delays.h)
   // Under the registry lock only copy the samples out: symbolizing may read
@@ -275,6 +278,7 @@ void Profiler::drain() {
     uint64_t lost = 0, skipped = 0;
     parse_records(taken_bytes_.data() + tk.offset, tk.size, &info.switches, tk.period_ns, &lost, &skipped,
                   [&](Sample& smp) {
+                    add_origin(info.origin_pc, shared().scope.load(std::memory_order_acquire), &smp);
                     pending_.push_back({tk.tid, smp});
                   });
     total_lost_ += lost;

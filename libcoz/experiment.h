@@ -190,6 +190,7 @@ class Profiler {
   RecentTargets recent_;      // targets of samples taken while no delay was inserted
   RecentTargets recent_all_;  // of every sample
   std::vector<const Target*> candidates_;  // scratch
+  uint64_t drain_ns_ = 0;  // CLOCK_MONOTONIC at the start of the current drain(): the samples' age
   std::unordered_map<uintptr_t, const Line*> pc_cache_;
   struct Pending {
     pid_t tid;
@@ -217,6 +218,7 @@ class Profiler {
   struct ThreadInfo {
     ThreadRecord record;
     uintptr_t start_fn = 0;
+    uintptr_t origin_pc = 0;  // ThreadState::origin_pc
     uint64_t sched_rest_ns = 0;  // preempted time not yet worth a whole blocked sample
     SwitchState switches;        // sampling-only: its switch records, parsed here
     uint64_t waits[6] = {0, 0, 0, 0, 0, 0};  // interposed waits' totals (the thread's counters)

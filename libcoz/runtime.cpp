@@ -715,10 +715,29 @@ struct ThreadStart {
   ThreadState* state;
 };
 
+namespace {
+// The new thread's origin (ThreadState::origin_pc): none when it starts in
+// scope; else the creating call's first in-scope frame, else the creator's
+// own origin (a library's thread starting another).
+uintptr_t thread_origin(uintptr_t fn) {
+  const RangeSet* scope = shared().scope.load(std::memory_order_acquire);
+  if (!scope || scope->contains(fn)) return 0;
+  uintptr_t pcs[kMaxFrames];
+  bool truncated = false;
+  uint32_t n = call_stack(pcs, kMaxFrames, &truncated);
+  for (uint32_t i = 0; i < n; i++)
+    if (scope->contains(pcs[i])) return pcs[i];
+  return tls_state ? tls_state->origin_pc : 0;
+}
+}  // namespace
+
 ThreadStart* prepare_c11_thread(int (*fn)(void*), void* arg) {
   ThreadStart* s = prepare_thread(nullptr, arg);
   s->c11_fn = fn;
-  if (s->state) s->state->start_fn = reinterpret_cast<uintptr_t>(fn);
+  if (s->state) {
+    s->state->start_fn = reinterpret_cast<uintptr_t>(fn);
+    s->state->origin_pc = thread_origin(s->state->start_fn);
+  }
   return s;
 }
 
@@ -728,6 +747,7 @@ ThreadStart* prepare_thread(void* (*fn)(void*), void* arg) {
     RuntimeGuard guard;
     s->state = alloc_state();
     s->state->start_fn = reinterpret_cast<uintptr_t>(fn);  // its thread group
+    if (fn) s->state->origin_pc = thread_origin(s->state->start_fn);
     inherit_delay(s->state, tls_state);  // a new thread starts level with its creator
     // ... and with its creator's signal mask, as the program sees it.
     s->state->program_blocks_sample_signal = tls_state && tls_state->program_blocks_sample_signal;

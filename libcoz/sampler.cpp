@@ -60,6 +60,7 @@ uint64_t record_sample(ThreadState* t, Sample* smp) {
   Shared& s = shared();
   uint64_t hit_ns = 0;
   const RangeSet* sel = s.selected.load(std::memory_order_acquire);
+  add_origin(t->origin_pc, s.scope.load(std::memory_order_acquire), smp);
   if (sel && chain_selected(sel, s.scope.load(std::memory_order_acquire),
                             s.selected_any_frame.load(std::memory_order_relaxed), smp->pcs, smp->n)) {
     // The unit's cost in wall time: its CPU time, and the time the thread

@@ -41,7 +41,7 @@ void StackTable::add(pid_t tid, StackKind kind, const uintptr_t* pcs, uint32_t n
 uint64_t next_stack_flush_ns(uint64_t elapsed_ns) {
   const uint64_t second = 1000000000ull;
   uint64_t gap = std::max<uint64_t>(second, elapsed_ns / 10);
-  return elapsed_ns + std::min<uint64_t>(gap, 60 * second);
+  return elapsed_ns + std::min<uint64_t>(gap, 600 * second);
 }
 
 }  // namespace coz

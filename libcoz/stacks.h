@@ -112,9 +112,11 @@ StackTable::Flush StackTable::flush(Symbolizer* symbolizer, ThreadOf thread_of, 
 }
 
 // When the stacks are flushed: 1 s after the start, then a tenth of the
-// elapsed time later, at most a minute apart; so a run writes about 50
-// flushes in ten minutes and 100 in ten hours, and a crash loses at most a
-// tenth of what was sampled.
+// elapsed time later, at most ten minutes apart; so a run writes 52
+// flushes in ten minutes, 71 in an hour, 127 in ten hours and 211 in a day
+// (with a minute apart at most it wrote 1482 a day: long_run.py measured
+// 24 KB a minute of counts for pipeline's 2,700 stacks), and a crash or
+// SIGKILL loses at most a tenth of what was sampled, or ten minutes of it.
 uint64_t next_stack_flush_ns(uint64_t elapsed_ns);
 
 }  // namespace coz

@@ -221,6 +221,11 @@ struct ThreadState {
   // by its creator (start routine) and by the thread itself (times, its
   // name when it ends, and its CPU migrations then).
   uintptr_t start_fn = 0;  // the function it was started with; 0: the main thread
+  // A thread started by code outside the scope (a library's own worker):
+  // the first in-scope frame of the call that started it (or its creator's
+  // origin when that call had none); 0: none, or the thread starts in scope.
+  // See add_origin().
+  uintptr_t origin_pc = 0;
   uint64_t start_ns = 0, end_ns = 0;  // CLOCK_MONOTONIC
   char name[16] = {0};
   int64_t migrations = -1;  // se.nr_migrations at its end; -1: unknown
@@ -282,6 +287,19 @@ inline bool chain_selected(const RangeSet* sel, const RangeSet* scope, bool any_
     }
   }
   return false;
+}
+
+// [sig] A thread that a library started itself (liblzma's compressing
+// threads, a codec's pool) has no in-scope frame of its own: its time is
+// charged to the program's call that started it, `origin` (ThreadState::
+// origin_pc), added as the callchain's outermost frame when no frame of
+// the chain is in `scope`. A truncated chain is left alone (its deeper,
+// unknown frames may be in scope).
+inline void add_origin(uintptr_t origin, const RangeSet* scope, Sample* smp) {
+  if (!origin || !scope || smp->n >= kMaxFrames || (smp->flags & kSampleTruncated)) return;
+  for (uint32_t i = 0; i < smp->n; i++)
+    if (scope->contains(smp->pcs[i])) return;
+  smp->pcs[smp->n++] = origin;
 }
 
 }  // namespace coz

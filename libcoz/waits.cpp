@@ -179,6 +179,7 @@ void end_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller) {
         bool truncated = false;
         smp.n = call_stack(smp.pcs, kMaxFrames, &truncated);
         smp.flags = truncated ? uint32_t{kSampleTruncated} : 0u;
+        add_origin(t->origin_pc, scope, &smp);
       }
     }
     if (sped && call_site_selected(smp.pcs, smp.n)) {

@@ -4,7 +4,6 @@ Each subcommand module exposes `add_arguments(parser)` and `run(args) -> int`.
 Argument parsing is pure (see `parse_args`); only `main` prints and exits.
 """
 
-import argparse
 import sys
 
 from .errors import EXIT_LAUNCHER_ERROR, EXIT_USER_ERROR, CozError
@@ -37,19 +36,26 @@ def _terminal_columns():
     return columns or 80
 
 
-class _Formatter(argparse.HelpFormatter):
-    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
-        super().__init__(prog, indent_increment, max_help_position,
-                         _terminal_columns() - 2 if width is None else width)
+def _parser_class():
+    """The ArgumentParser of every subcommand: errors as CozError, help as wide
+    as the terminal. argparse is imported here, not with this module: `coz run`
+    parses its options without it (launcher.parse_fast)."""
+    import argparse
 
+    class Formatter(argparse.HelpFormatter):
+        def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+            super().__init__(prog, indent_increment, max_help_position,
+                             _terminal_columns() - 2 if width is None else width)
 
-class _Parser(argparse.ArgumentParser):
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("formatter_class", _Formatter)
-        super().__init__(*args, **kwargs)
+    class Parser(argparse.ArgumentParser):
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("formatter_class", Formatter)
+            super().__init__(*args, **kwargs)
 
-    def error(self, message):
-        raise CozError(message, hint=f"see '{self.prog} --help'")
+        def error(self, message):
+            raise CozError(message, hint=f"see '{self.prog} --help'")
+
+    return Parser
 
 
 class _Unavailable:
@@ -93,10 +99,11 @@ def build_parser(only=None):
     With `only=NO_SUBCOMMAND` no module is imported at all."""
     import importlib
 
-    parser = _Parser(prog="coz", description="Causal profiler for native code on Linux.")
+    parser_class = _parser_class()
+    parser = parser_class(prog="coz", description="Causal profiler for native code on Linux.")
     parser.add_argument("--version", action="version", version=f"coz {version()}",
                         help="print the version of coz and exit")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=parser_class)
     sub.required = True
     for name, (module, help_text) in SUBCOMMANDS.items():
         if only and name != only:
@@ -120,7 +127,7 @@ def parse_args(argv):
         # Everything after '---' belongs to the profiled command, untouched.
         from . import launcher
 
-        return launcher.parse_run_args(build_parser(only="run"), argv)
+        return launcher.parse_run_args(lambda: build_parser(only="run"), argv)
     only = argv[0] if argv and argv[0] in SUBCOMMANDS else NO_SUBCOMMAND
     return build_parser(only=only).parse_args(argv)
 

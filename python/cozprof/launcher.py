@@ -7,11 +7,16 @@ pure functions; only `run` starts a process.
 
 import errno
 import os
-import re
-import signal
 import stat
 import sys
 import time
+
+try:
+    # The signal module's functions without its enum wrappers: importing enum
+    # cost 1-3 ms of every run's way to the program's main. Same calls, int values.
+    import _signal as signal
+except ImportError:  # an interpreter without CPython's module split
+    import signal
 
 from . import run_summary
 from .errors import EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, CozError
@@ -21,66 +26,137 @@ DEFAULT_OUTPUT = "profile.coz"
 DEFAULT_SAMPLE_PERIOD_NS = 1_000_000          # 1 ms of CPU time between samples
 DEFAULT_EXPERIMENT_LENGTH_NS = 500_000_000    # 0.5 s
 _UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
-_LINE_RE = re.compile(r"^.+:[1-9][0-9]*$")
+
+
+# Every option of `coz run`: (flags, argparse keywords). add_arguments hands them
+# to argparse; parse_fast reads the same rows, so the two cannot disagree.
+RUN_OPTIONS = (
+    (("-b", "--binary-scope"), dict(action="append", metavar="PATTERN",
+         help="profile code in binaries matching PATTERN (%% is a wildcard; "
+              "MAIN is the main executable; repeatable; default MAIN)")),
+    (("-s", "--source-scope"), dict(action="append", metavar="PATTERN",
+         help="profile source files matching PATTERN (%% wildcard; repeatable; "
+              "default %%)")),
+    (("-p", "--progress"), dict(action="append", metavar="FILE:LINE",
+         help="count visits to FILE:LINE as a progress point (repeatable)")),
+    (("-o", "--output"), dict(default=DEFAULT_OUTPUT, metavar="FILE",
+         help="profile to append to (default profile.coz; %%p becomes the pid)")),
+    (("--fixed-line",), dict(metavar="FILE:LINE",
+         help="only ever speed up FILE:LINE")),
+    (("--fixed-function",), dict(metavar="NAME",
+         help="only ever speed up the function NAME (inlined copies included; C++: "
+              "with or without namespace and parameters)")),
+    (("--fixed-callsite",), dict(metavar="FILE:LINE",
+         help="only ever speed up the calls on FILE:LINE (whatever they call, "
+              "library code included)")),
+    (("--unit",), dict(default="line", metavar="UNITS",
+         help="what experiments speed up: line, function or callsite, or several "
+              "separated by commas (e.g. line,callsite); default line")),
+    (("--fixed-speedup",), dict(metavar="N",
+         help="only ever use a speedup of N percent (0-100)")),
+    (("--end-to-end",), dict(action="store_true",
+         help="one experiment per run, measured from start to exit")),
+    (("--blocked-scope",), dict(default="ils", metavar="LETTERS",
+         help="waits experiments may speed up, as BCOZ names them: i (I/O), l (locks), "
+              "s (sleeps), b (synchronization: waits for another thread's work); "
+              "default ils; '' for none")),
+    (("--locks-only",), dict(action="store_true",
+         help="collect the synchronization counters (coz locks) and per-thread time only: "
+              "no sampling, no experiments; for production runs")),
+    (("--no-lock-counters",), dict(dest="lock_counters", action="store_false",
+         help="keep no synchronization counters (coz locks has nothing to report): "
+              "to measure what they cost beside a run that keeps them")),
+    (("--sampling-only",), dict(action="store_true",
+         help="record the conventional profile only (stacks, threads, counters): no "
+              "experiments, no delays, no signal per sample; for long or production runs")),
+    (("--sample-period",), dict(default="1ms", metavar="TIME",
+         help="CPU time between samples (ns/us/ms/s suffix; bare number = ms; "
+              "default 1ms)")),
+    (("--experiment-length",), dict(default="0.5s", metavar="TIME",
+         help="initial experiment length (ns/us/ms/s suffix; bare number = s; "
+              "default 0.5s)")),
+    (("--format",), dict(choices=("json", "legacy"), default="json",
+         help="profile format: json (default) or upstream's legacy .coz")),
+    (("--follow-children",), dict(action="store_true",
+         help="also profile child processes the program starts")),
+    (("-v", "--verbose"), dict(action="store_true",
+         help="print what the launcher and the runtime do")),
+)
 
 
 def add_arguments(p):
-    p.add_argument("-b", "--binary-scope", action="append", metavar="PATTERN",
-                   help="profile code in binaries matching PATTERN (%% is a wildcard; "
-                        "MAIN is the main executable; repeatable; default MAIN)")
-    p.add_argument("-s", "--source-scope", action="append", metavar="PATTERN",
-                   help="profile source files matching PATTERN (%% wildcard; repeatable; "
-                        "default %%)")
-    p.add_argument("-p", "--progress", action="append", metavar="FILE:LINE",
-                   help="count visits to FILE:LINE as a progress point (repeatable)")
-    p.add_argument("-o", "--output", default=DEFAULT_OUTPUT, metavar="FILE",
-                   help="profile to append to (default profile.coz; %%p becomes the pid)")
-    p.add_argument("--fixed-line", metavar="FILE:LINE",
-                   help="only ever speed up FILE:LINE")
-    p.add_argument("--fixed-function", metavar="NAME",
-                   help="only ever speed up the function NAME (inlined copies included; C++: "
-                        "with or without namespace and parameters)")
-    p.add_argument("--fixed-callsite", metavar="FILE:LINE",
-                   help="only ever speed up the calls on FILE:LINE (whatever they call, "
-                        "library code included)")
-    p.add_argument("--unit", default="line", metavar="UNITS",
-                   help="what experiments speed up: line, function or callsite, or several "
-                        "separated by commas (e.g. line,callsite); default line")
-    p.add_argument("--fixed-speedup", metavar="N",
-                   help="only ever use a speedup of N percent (0-100)")
-    p.add_argument("--end-to-end", action="store_true",
-                   help="one experiment per run, measured from start to exit")
-    p.add_argument("--blocked-scope", default="ils", metavar="LETTERS",
-                   help="waits experiments may speed up, as BCOZ names them: i (I/O), l (locks), "
-                        "s (sleeps), b (synchronization: waits for another thread's work); "
-                        "default ils; '' for none")
-    p.add_argument("--locks-only", action="store_true",
-                   help="collect the synchronization counters (coz locks) and per-thread time only: "
-                        "no sampling, no experiments; for production runs")
-    p.add_argument("--no-lock-counters", dest="lock_counters", action="store_false",
-                   help="keep no synchronization counters (coz locks has nothing to report): "
-                        "to measure what they cost beside a run that keeps them")
-    p.add_argument("--sampling-only", action="store_true",
-                   help="record the conventional profile only (stacks, threads, counters): no "
-                        "experiments, no delays, no signal per sample; for long or production runs")
-    p.add_argument("--sample-period", default="1ms", metavar="TIME",
-                   help="CPU time between samples (ns/us/ms/s suffix; bare number = ms; "
-                        "default 1ms)")
-    p.add_argument("--experiment-length", default="0.5s", metavar="TIME",
-                   help="initial experiment length (ns/us/ms/s suffix; bare number = s; "
-                        "default 0.5s)")
-    p.add_argument("--format", choices=("json", "legacy"), default="json",
-                   help="profile format: json (default) or upstream's legacy .coz")
-    p.add_argument("--follow-children", action="store_true",
-                   help="also profile child processes the program starts")
-    p.add_argument("-v", "--verbose", action="store_true",
-                   help="print what the launcher and the runtime do")
+    for flags, keywords in RUN_OPTIONS:
+        p.add_argument(*flags, **keywords)
 
 
-def parse_run_args(parser, argv):
+class Namespace:
+    """What argparse.Namespace is to the launcher (attributes, vars(), equality),
+    without importing argparse."""
+
+    def __init__(self, **values):
+        self.__dict__.update(values)
+
+    def __eq__(self, other):
+        return vars(self) == vars(other)
+
+    def __repr__(self):
+        return "Namespace(" + ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items())) + ")"
+
+
+def _option_table():
+    """({flag: (dest, action, choices)}, {dest: default}) from RUN_OPTIONS, by argparse's
+    rules: dest is the first long flag without its dashes, '-' made '_'."""
+    flags_of, defaults = {}, {}
+    for flags, kw in RUN_OPTIONS:
+        dest = kw.get("dest") or next(f for f in flags if f.startswith("--"))[2:].replace("-", "_")
+        action = kw.get("action", "store")
+        defaults[dest] = kw.get("default", {"store_true": False, "store_false": True}.get(action))
+        for flag in flags:
+            flags_of[flag] = (dest, action, kw.get("choices"))
+    return flags_of, defaults
+
+
+def parse_fast(options):
+    """The namespace argparse gives for `coz run`'s `options` (those before '---'),
+    without importing argparse (with re, gettext and locale: 8-10 ms of every run's
+    way to the program's main); None for anything beyond exact option names and
+    their values: -h, an abbreviation, joined short options, a value that starts
+    with '-' or is not among the choices, a stray word. argparse then parses
+    them, so its help and its errors stay exactly its own."""
+    flags_of, values = _option_table()
+    i = 0
+    while i < len(options):
+        arg = options[i]
+        i += 1
+        name, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if name not in flags_of:
+            return None
+        dest, action, choices = flags_of[name]
+        if action in ("store_true", "store_false"):
+            if eq:
+                return None  # argparse: "ignored explicit argument"
+            values[dest] = action == "store_true"
+            continue
+        if not eq:
+            if i == len(options):
+                return None  # argparse: "expected one argument"
+            value = options[i]
+            i += 1
+        if value.startswith("-") or (choices and value not in choices):
+            return None
+        if action == "append":
+            values[dest] = (values[dest] or []) + [value]
+        else:
+            values[dest] = value
+    return Namespace(command="run", _module=sys.modules[__name__], **values)
+
+
+def parse_run_args(make_parser, argv):
     """Parse `['run', options..., '---', command...]`; raise CozError on bad input.
+    `make_parser()` returns the argparse parser of `coz run`, built only for what
+    parse_fast leaves to it.
 
-    Returns the argparse namespace with `command` (list) and validated values:
+    Returns the namespace with `command` (list) and validated values:
     `sample_period_ns`, `experiment_length_ns`, `fixed_speedup_pct` (int or None).
     """
     assert argv and argv[0] == "run"
@@ -98,7 +174,9 @@ def parse_run_args(parser, argv):
             else:
                 hint = f"write: coz run {given + ' ' if given else ''}--- command args"
             raise CozError("missing '---' before the command to profile", hint=hint)
-    args = parser.parse_args(["run"] + options)
+    args = parse_fast(options) if command is not None else None
+    if args is None:
+        args = make_parser().parse_args(["run"] + options)
     if not command:
         raise CozError("missing command after '---'",
                        hint="write: coz run [options] --- ./program args")
@@ -109,6 +187,11 @@ def parse_run_args(parser, argv):
 
 def parse_time(text, default_unit, what):
     """'10ms' -> 10_000_000; a bare number is in `default_unit`. Positive only."""
+    known = _DEFAULT_TIMES.get((text, default_unit))
+    if known is not None:
+        return known  # the defaults: re is imported only for a time given on the command line
+    import re
+
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(ns|us|ms|s)?\s*", text)
     if not m:
         raise CozError(f"bad {what} {text!r}",
@@ -119,6 +202,18 @@ def parse_time(text, default_unit, what):
     if ns > 3600 * 1e9:
         raise CozError(f"{what} {text!r} is too long", hint="it must be at most an hour")
     return int(round(ns))
+
+
+# parse_time of the options' defaults (a test checks them against its regex).
+_DEFAULT_TIMES = {("1ms", "ms"): DEFAULT_SAMPLE_PERIOD_NS, ("0.5s", "s"): DEFAULT_EXPERIMENT_LENGTH_NS}
+
+
+def _is_line(text):
+    """True for FILE:LINE with a line number from 1 (re imported only when an
+    option names a line: it costs 1-3 ms of the way to the program's main)."""
+    import re
+
+    return re.match(r"^.+:[1-9][0-9]*$", text) is not None
 
 
 def validate(args):
@@ -153,7 +248,7 @@ def validate(args):
                 raise CozError(f"bad {what} pattern {pat!r}",
                                hint="patterns are non-empty and contain no tab")
     for spec in args.progress:
-        if not _LINE_RE.match(spec) or "\t" in spec:
+        if not _is_line(spec) or "\t" in spec:
             raise CozError(f"bad --progress {spec!r}",
                            hint="name a source line as FILE:LINE, e.g. --progress app.c:42")
     fixed = [f for f, v in (("--fixed-line", args.fixed_line), ("--fixed-function", args.fixed_function),
@@ -174,10 +269,10 @@ def validate(args):
     if args.fixed_function is not None and (not args.fixed_function.strip() or "\t" in args.fixed_function):
         raise CozError(f"bad --fixed-function {args.fixed_function!r}",
                        hint="name a function, e.g. --fixed-function parse_header")
-    if args.fixed_callsite is not None and not _LINE_RE.match(args.fixed_callsite):
+    if args.fixed_callsite is not None and not _is_line(args.fixed_callsite):
         raise CozError(f"bad --fixed-callsite {args.fixed_callsite!r}",
                        hint="name a call's line as FILE:LINE, e.g. --fixed-callsite app.c:42")
-    if args.fixed_line is not None and not _LINE_RE.match(args.fixed_line):
+    if args.fixed_line is not None and not _is_line(args.fixed_line):
         raise CozError(f"bad --fixed-line {args.fixed_line!r}",
                        hint="name a source line as FILE:LINE, e.g. --fixed-line app.c:42")
     args.fixed_speedup_pct = None
@@ -417,50 +512,35 @@ _RESTORED_SIGNALS = tuple(getattr(signal, n) for n in ("SIGPIPE", "SIGXFZ", "SIG
 
 
 def _spawn(argv, program, env):
-    """fork and exec `program` as subprocess.Popen(argv, executable=program, env=env)
-    does (descriptors above 2 closed, ignored signals restored); returns the pid, or
-    raises the OSError of a failed exec. Not subprocess itself: importing it (threading,
-    selectors, locale) took 5-8 ms before the program's main."""
-    r, w = os.pipe()  # close-on-exec: EOF on r means the exec succeeded
+    """Start `program` as subprocess.Popen(argv, executable=program, env=env) does
+    (descriptors above 2 closed, the signals Python ignores restored to their
+    default); returns the pid, or raises the OSError of a failed exec.
+
+    posix_spawn, not subprocess (importing it, with threading, selectors and
+    locale, took 5-8 ms before the program's main) nor fork (glibc's posix_spawn
+    shares the launcher's memory until the exec instead of copying its page
+    tables, and runs no Python in the child: ~1 ms less CPU per run). Its
+    errors are the exec's own (glibc reports them since 2.24)."""
+    closes = [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited_descriptors()]
+    return os.posix_spawn(program, argv, env, file_actions=closes, setsigdef=_RESTORED_SIGNALS)
+
+
+def _inherited_descriptors():
+    """The launcher's descriptors above 2 that an exec would keep open (those it
+    inherited without close-on-exec: a shell's 3>file, a jobserver's pipe)."""
     try:
-        pid = os.fork()
-    except BaseException:
-        os.close(r)
-        os.close(w)
-        raise
-    if pid == 0:  # child: nothing here may return into the launcher's code
-        code = 0
-        try:
-            os.close(r)
-            # w may be below 3 when the launcher started without stdin or stdout.
-            os.closerange(3, max(3, w))
-            os.closerange(max(3, w + 1), max(os.sysconf("SC_OPEN_MAX"), w + 2, 256))
-            for sig in _RESTORED_SIGNALS:
-                signal.signal(sig, signal.SIG_DFL)
-            os.execve(program, argv, env)
-        except OSError as e:
-            code = e.errno or errno.EIO
-        except BaseException:  # noqa: BLE001 - the child must end here whatever happens
-            code = errno.EIO
-        try:
-            os.write(w, code.to_bytes(4, "little"))
-        finally:
-            os._exit(127)
-    os.close(w)
-    try:
-        data = b""
-        while True:
-            chunk = os.read(r, 4)
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        os.close(r)
-    if data:
-        os.waitpid(pid, 0)
-        code = int.from_bytes(data[:4].ljust(4, b"\0"), "little")
-        raise OSError(code, os.strerror(code), program)
-    return pid
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc: the usual range
+        fds = range(3, min(os.sysconf("SC_OPEN_MAX"), 4096))
+    out = []
+    for fd in fds:
+        if fd > 2:
+            try:
+                if os.get_inheritable(fd):
+                    out.append(fd)
+            except OSError:
+                pass  # not open (the listing's own descriptor, closed since)
+    return out
 
 
 def flush_std():

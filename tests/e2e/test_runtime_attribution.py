@@ -85,3 +85,44 @@ def test_timer_sampler_earns_every_elapsed_period(tmp_path):
     result = fixed_line_slope(out, line)
     assert share > 0.8, share
     assert abs(result["slope"] - share) < 0.2, (result["slope"], share, result["points"])
+
+
+def lib_threads(tmp_path):
+    """lib_threads and its library, built as a distribution builds one (-O2,
+    no frame pointers, no debug information): (program, library)."""
+    lib = str(tmp_path / "liblib_threads.so")
+    os.rename(build_program("lib_threads_lib", tmp_path,
+                            flags=("-O2", "-fomit-frame-pointer", "-shared", "-fPIC")), lib)
+    exe = build_program("lib_threads", tmp_path, flags=("-g", "-O2"),
+                        libs=(lib, "-lpthread", f"-Wl,-rpath,{tmp_path}"))
+    return exe, lib
+
+
+def test_library_threads_are_charged_to_the_calling_line(tmp_path):
+    # The library computes on a thread it starts itself (as liblzma's
+    # compressing threads do): no frame of it is in scope, so its samples
+    # were all out of scope (two thirds of the run's CPU samples). They
+    # belong to the program's call that started it, CALL_LIB, both where
+    # the profiler attributes them and in the handler's hit test.
+    exe, lib = lib_threads(tmp_path)
+    out = tmp_path / "l.coz"
+    line = marker("lib_threads", "CALL_LIB")
+    r = coz_run(["--fixed-line", line, "--experiment-length", "50ms", "-o", str(out)], [exe, "150"])
+    assert r.returncode == 0, r.stderr.decode()
+    (run,) = load([str(out)]).runs
+    in_lib = charged = 0
+    for sid, (n, _) in run.stack_counts.items():
+        st = run.stacks[sid]
+        locs = [run.locations[i] for i in st.locations]
+        if st.kind != "cpu" or not locs or locs[0].object != lib:
+            continue
+        in_lib += n
+        first = next((lc.lines[0] for lc in locs if lc.lines and lc.lines[0][1]), None)
+        if first and f"{os.path.basename(first[1])}:{first[2]}" == line:
+            charged += n
+    total = run.out_of_scope + sum(run.samples.values())
+    assert in_lib > 0.3 * total, (in_lib, total)  # the library's thread does most of the work
+    assert charged >= 0.95 * in_lib, (charged, in_lib)
+    assert run.out_of_scope < 0.05 * total, (run.out_of_scope, total)
+    sped = [x for x in records(out) if x["type"] == "experiment" and x["speedup"] > 0 and not x["partial"]]
+    assert sped and all(x["selected_samples"] > 0 and x["delay_ns"] > 0 for x in sped), sped

@@ -112,8 +112,10 @@ def _who_args():
 @pytest.fixture(scope="module")
 def accuracy_run(build_dir, libcoz):
     """One run of accuracy.py --short for both profilers (ours only when upstream is absent)."""
+    # --also: a second build of ours beside it (here the same libcoz.so, named "again").
     cmd = [sys.executable, os.path.join(BENCH, "accuracy.py"), "--short", "--build", build_dir,
-           *[a for c in ACCURACY_CASES for a in ("--only", c)], *_who_args()]
+           *[a for c in ACCURACY_CASES for a in ("--only", c)], *_who_args(),
+           "--also", f"again={libcoz}"]
     return _run_script(cmd, "accuracy", libcoz)
 
 
@@ -147,6 +149,17 @@ def test_accuracy_short_ours(accuracy_run):
     for r in s["rows"]:
         assert r["ours"] is not None, (r["case"], r["notes"])
         assert r["experiments"]["ours"] > 0, r
+
+
+def test_accuracy_also_runs_another_build_beside_ours(accuracy_run):
+    status, s, shown = accuracy_run
+    assert list(s["also"]) == ["again"], shown
+    assert _failures_of(s, "again") == [], shown
+    for r in s["rows"]:
+        assert r["again"] is not None, (r["case"], r["notes"])
+        assert r["experiments"]["again"] > 0, r
+        assert r["err_again_pp"] == pytest.approx(abs(r["again"] - r["real"]) * 100)
+    assert s["also"]["again"]["overall"]["vs_real"]["points"] == s["ours"]["vs_real"]["points"], shown
 
 
 def test_accuracy_short_upstream(accuracy_run):

@@ -95,6 +95,63 @@ def test_double_dash_hint_suggests_three():
     assert "coz run [options] --- ./app arg" in ei.value.hint
 
 
+def _argparse_run(options):
+    return cli.build_parser(only="run").parse_args(["run", *options])
+
+
+@pytest.mark.parametrize("options", [
+    [],
+    ["--sampling-only"],
+    ["-b", "lib%", "-b", "MAIN", "-s", "src/%", "-p", "a.c:3", "-p", "b.c:4", "-o", "x.coz", "-v"],
+    ["--binary-scope=lib%", "--source-scope", "src/%", "--progress=a.c:3", "--output=", "--verbose"],
+    ["--fixed-line", "a.c:1", "--fixed-speedup", "40", "--end-to-end", "--follow-children",
+     "--sample-period", "2ms", "--experiment-length=1s", "--format", "legacy"],
+    ["--fixed-function", "f", "--unit=function,line", "--blocked-scope", "", "--no-lock-counters"],
+    ["--fixed-callsite", "a.c:9", "--locks-only", "--format=json", "-o", "a=b", "-o", "last.coz"],
+])
+def test_fast_parser_gives_argparse_namespace(options):
+    # `coz run` parses well-formed options without argparse; the namespace must be
+    # the one argparse builds from the same table, option for option.
+    fast = launcher.parse_fast(options)
+    assert fast is not None
+    assert vars(fast) == vars(_argparse_run(options))
+
+
+@pytest.mark.parametrize("options", [
+    ["-h"], ["--help"], ["--samp", "2ms"], ["--sampling"], ["-vo", "x"], ["-ox.coz"], ["-o=x.coz"],
+    ["--verbose=1"], ["-o"], ["-o", "-v"], ["--output", "--verbose"], ["--format", "xml"],
+    ["--format=xml"], ["./app"], ["--"], ["-b", "-1"],
+])
+def test_fast_parser_leaves_the_rest_to_argparse(options):
+    # Help, abbreviations, joined short options, values that look like options,
+    # bad choices, stray words: argparse parses them, with its own messages.
+    assert launcher.parse_fast(options) is None
+
+
+def test_default_times_are_what_parse_time_reads(monkeypatch):
+    table = dict(launcher._DEFAULT_TIMES)
+    monkeypatch.setattr(launcher, "_DEFAULT_TIMES", {})
+    for (text, unit), ns in table.items():
+        assert launcher.parse_time(text, unit, "x") == ns
+
+
+def test_run_starts_the_program_without_argparse_re_or_enum(tmp_path):
+    # What `coz run` imports before it starts the program is on every run's way
+    # to main: argparse (with re, gettext, locale) and enum (signal's) cost 5-15 ms.
+    # (Those the interpreter's start already imported, e.g. through a .pth file, do not count.)
+    code = ("import sys\nbefore = set(sys.modules)\nfrom cozprof import cli, launcher\n"
+            "def spawn(*a, **k):\n"
+            "    print(sorted(m for m in ('argparse', 're', 'enum', 'gettext', 'locale', 'signal', "
+            "'cozprof.profile') if m in sys.modules and m not in before))\n"
+            "    return 0, 1\n"
+            "launcher.spawn_and_wait = spawn\n"
+            "cli.main(['run', '--sampling-only', '-o', 'x.coz', '---', 'true'])\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=PYTHON_PATH, COZ_LIBRARY=sys.executable),
+                       timeout=30)
+    assert r.stdout.splitlines()[0] == "[]", r.stderr
+
+
 def test_fixed_speedup_and_times():
     a = parse("--fixed-speedup", "40", "--fixed-line", "src/a.c:12", "--sample-period", "2ms",
               "--experiment-length", "100ms", "--end-to-end", "--follow-children",
@@ -281,6 +338,22 @@ def test_closed_standard_streams_pass_through(stub_library, tmp_path, closed):
     r = subprocess.run(["sh", "-c", cmd], env=env, cwd=tmp_path, capture_output=True, timeout=30)
     assert r.returncode == 5, r.stderr.decode()
     assert b"Traceback" not in r.stderr
+
+
+def test_program_gets_no_inherited_descriptor_and_default_signals(stub_library, tmp_path):
+    # As subprocess starts it: descriptors above 2 that the launcher inherited are
+    # closed, and SIGPIPE, which Python ignores, is at its default again.
+    script = 'ls /proc/$$/fd; grep "^SigIgn:" /proc/$$/status'
+    cmd = (f"{shlex.quote(sys.executable)} -m cozprof run -o x.coz --- sh -c {shlex.quote(script)} "
+           "8</dev/null 9>extra")
+    env = dict(os.environ, COZ_LIBRARY=stub_library, PYTHONPATH=PYTHON_PATH,
+               STUB_MARKER=str(tmp_path / "marker"))
+    r = subprocess.run(["sh", "-c", cmd], env=env, cwd=tmp_path, capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    fds = {int(fd) for fd in r.stdout.split("SigIgn:")[0].split()}
+    assert {0, 1, 2} <= fds and not {8, 9} & fds, r.stdout
+    assert not int(r.stdout.split()[-1], 16) & (1 << (signal.SIGPIPE - 1)), r.stdout
 
 
 def test_death_by_signal_is_passed_through(stub_library, tmp_path):

@@ -194,3 +194,21 @@ TEST(StackTable, IdenticalStacksAreOneEntryWithTheirSamplesAndTime) {
   EXPECT_EQ(again.counts[0].samples, 1u);
   EXPECT_EQ(stack_marker_caller(1), 15);
 }
+
+// Flushes grow apart with the run (a tenth of the elapsed time) up to ten
+// minutes: the count of flushes, hence the profile's count records, grows
+// with the logarithm of a long run's length, not with its length.
+TEST(StackTable, FlushesGrowApartUpToTenMinutes) {
+  const uint64_t s = 1000000000ull;
+  auto flushes = [&](uint64_t run_s) {
+    int n = 0;
+    for (uint64_t t = coz::next_stack_flush_ns(0); t <= run_s * s; t = coz::next_stack_flush_ns(t)) n++;
+    return n;
+  };
+  EXPECT_EQ(coz::next_stack_flush_ns(0), s);                    // 1 s after the start
+  EXPECT_EQ(coz::next_stack_flush_ns(100 * s), 110 * s);        // a tenth of the elapsed time
+  EXPECT_EQ(coz::next_stack_flush_ns(20000 * s), 20600 * s);    // at most ten minutes apart
+  EXPECT_EQ(flushes(600), 52);
+  EXPECT_EQ(flushes(86400), 211);
+  EXPECT_LT(flushes(86400), 5 * flushes(600));
+}

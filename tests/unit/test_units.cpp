@@ -1,6 +1,7 @@
 // Units of virtual speedup (units.cpp, targets.cpp): the index of functions
 // and inlined calls, and how recorded callchains count for each unit, with
-// the hit rule the sample handler applies (chain_selected). The fixture
+// the hit rule the sample handler applies (chain_selected), and the origin
+// it gives the samples of a library's own thread (add_origin). The fixture
 // library is read from its file at a made-up load address: nothing is run.
 #include <gtest/gtest.h>
 
@@ -224,4 +225,43 @@ TEST(Units, HitRuleMatchesTheAttribution) {
   const uintptr_t frameless[] = {0x42, call2};  // 0x42: in no object
   EXPECT_TRUE(coz::chain_selected(caller_fn, scope, false, frameless, 2));
   EXPECT_FALSE(coz::chain_selected(nullptr, scope, true, via1, 2));
+}
+
+// A thread a library started itself: its origin (the program's call that
+// started it) becomes the outermost frame of a chain with no in-scope frame,
+// and then decides the hit; a chain with an in-scope frame, or cut at
+// kMaxFrames, is left as it is.
+TEST(ThreadOrigin, ChargesChainsWithoutInScopeFrameToTheCall) {
+  const coz::RangeSet* scope = coz::make_range_set({{0x1000, 0x2000}});
+  const coz::RangeSet* call_line = coz::make_range_set({{0x1100, 0x1108}});
+  const uintptr_t origin = 0x1104;
+  coz::Sample lib;
+  lib.n = 2;
+  lib.pcs[0] = 0x9000;  // the library's leaf and its thread's start: out of scope
+  lib.pcs[1] = 0x9100;
+  EXPECT_FALSE(coz::chain_selected(call_line, scope, false, lib.pcs, lib.n));
+  coz::add_origin(origin, scope, &lib);
+  ASSERT_EQ(lib.n, 3u);
+  EXPECT_EQ(lib.pcs[2], origin);
+  EXPECT_TRUE(coz::chain_selected(call_line, scope, false, lib.pcs, lib.n));
+
+  coz::Sample own;  // a callback of the program's, run on that thread
+  own.n = 2;
+  own.pcs[0] = 0x9000;
+  own.pcs[1] = 0x1800;
+  coz::add_origin(origin, scope, &own);
+  EXPECT_EQ(own.n, 2u);
+
+  coz::Sample none = lib;  // a thread without origin
+  none.n = 2;
+  coz::add_origin(0, scope, &none);
+  EXPECT_EQ(none.n, 2u);
+
+  coz::Sample cut;  // deeper frames unknown: they may be in scope
+  cut.n = coz::kMaxFrames;
+  for (uint32_t i = 0; i < cut.n; i++) cut.pcs[i] = 0x9000 + i;
+  cut.flags = coz::kSampleTruncated;
+  coz::add_origin(origin, scope, &cut);
+  EXPECT_EQ(cut.n, coz::kMaxFrames);
+  EXPECT_NE(cut.pcs[cut.n - 1], origin);
 }
