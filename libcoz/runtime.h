@@ -48,6 +48,18 @@ inline void wake(ThreadState* t) {  // before this thread releases another: catc
   process_samples(t, nullptr);
   errno = e;
 }
+// Before this thread takes a lock: pays what it owes now, outside the
+// critical section. Owed delays paid inside one (at the holder's wake,
+// unlock or sample) lengthen it for every thread queued on the lock, so the
+// debts of threads sharing the lock are paid one after another instead of
+// side by side (docs/analysis.md, "A thread pool larger than the machine").
+inline void settle_before_lock(ThreadState* t) {
+  if (!shared().paying.load(std::memory_order_relaxed) || !t->enter()) return;
+  int e = errno;
+  catch_up(t);
+  errno = e;
+  t->leave();
+}
 inline void hook_wake() {
   if (ThreadState* t = hooked_thread()) wake(t);
 }

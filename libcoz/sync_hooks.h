@@ -2,7 +2,9 @@
 // delay accounting (hook_pre_block / hook_post_block), blocked samples, and
 // SyncPerf's counters (locks.h), from the same measurements.
 //
-// Acquiring a lock tries it first (SyncPerf's way to know contention): an
+// Acquiring a lock first pays the caller's debt (settle_before_lock in
+// runtime.h: outside the critical section, where a pause holds up no other
+// thread), then tries the lock (SyncPerf's way to know contention): an
 // uncontended acquisition costs the try and a count (its hold is timed only
 // now and then, locks.h), and no wait is recorded; only when the lock is taken does the thread wait, as
 // a blocking call (credited when the releaser paid first). With the counters
@@ -28,6 +30,7 @@ inline int acquire(LockKind kind, const void* object, void* caller, KindOf wait_
                    Taken taken, Got got) {
   ThreadState* t = hooked_thread();
   if (!t) return wait();
+  settle_before_lock(t);
   int rc = try_once();
   if (got(rc)) {
     if (lock_counters_on()) lock_acquired(t, kind, object, reinterpret_cast<uintptr_t>(caller), false, 0);

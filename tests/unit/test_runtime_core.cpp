@@ -24,6 +24,7 @@
 #include "locks.h"
 #include "profile_writer.h"
 #include "sampler.h"
+#include "sync_hooks.h"
 #include "progress.h"
 #include "thread_state.h"
 #include "waits.h"
@@ -901,6 +902,63 @@ class WaitAccounting : public Delays {
   }
 };
 }  // namespace
+
+namespace {
+// Runs `body` as the hooked thread `t` (what the interposed calls see).
+template <typename Body>
+void as_hooked_thread(ThreadState* t, Body body) {
+  ThreadState* saved = tls_state;
+  tls_state = t;
+  shared().sampling.store(true);
+  body();
+  shared().sampling.store(false);
+  tls_state = saved;
+}
+int g_lock_word = 0;  // a lock's identity for the counters
+}  // namespace
+
+TEST_F(WaitAccounting, ADebtIsPaidBeforeTakingALockNotInsideTheCriticalSection) {
+  ThreadState earner, t;
+  sync_epoch(&t);
+  add_hits(&earner, ms(2));  // t owes 1 ms
+  uint64_t slept_when_tried = UINT64_MAX;
+  as_hooked_thread(&t, [&] {
+    int rc = acquire(
+        LockKind::kMutex, &g_lock_word, nullptr, lock_wait,
+        [&] {
+          slept_when_tried = g_slept_total;
+          return 0;  // free: taken at once
+        },
+        [] { return 0; }, pthread_taken, pthread_got);
+    EXPECT_EQ(rc, 0);
+  });
+  EXPECT_EQ(slept_when_tried, 1000000u) << "paid before the lock was tried, so no holder pauses inside it";
+  EXPECT_EQ(g_slept_total, 1000000u) << "and once";
+  free_lock_table(t.locks);
+}
+
+TEST_F(WaitAccounting, AContendedLockIsTakenWithNothingLeftToPayInsideIt) {
+  ThreadState holder, t;
+  sync_epoch(&t);
+  sync_epoch(&holder);
+  add_hits(&holder, ms(2));  // t owes 1 ms before it reaches the lock
+  as_hooked_thread(&t, [&] {
+    acquire(
+        LockKind::kMutex, &g_lock_word, nullptr, lock_wait, [] { return EBUSY; },
+        [&] {
+          // While t waits, the holder earns 1 ms more and pays nothing
+          // before its unlock releases t.
+          add_hits(&holder, ms(2));
+          g_fake_now += ms(3);
+          EXPECT_EQ(g_slept_total, 1000000u);
+          return 0;
+        },
+        pthread_taken, pthread_got);
+  });
+  EXPECT_EQ(g_slept_total, 1000000u) << "its wait was credited: nothing paid while holding the lock";
+  EXPECT_EQ(t.local_delay, shared().global_delay.load());
+  free_lock_table(t.locks);
+}
 
 TEST_F(WaitAccounting, RemaindersCarryUntilAWholePeriodIsWaited) {
   ThreadState t;
