@@ -34,9 +34,11 @@ Each case belongs to a group, with a mean error of its own in the summary:
 wait; issue 11), `units` (a call site or a function, fixed with
 `--fixed-callsite` / `--fixed-function`; issue 12) and `over` (lines that
 compute in programs with more runnable threads than cores, the over_*
-programs; issue 15: their only known answer is the real runs'). Upstream COZ sees no
-off-CPU time and has no units: for those cases it is not run, and its column
-says why ("blind", "no units").
+programs; issue 15: their only known answer is the real runs'). Upstream COZ has
+no units: for those cases it is not run, and its column says so ("no
+units"). It sees no off-CPU time, but its --fixed-line accepts a wait's
+line: it is run on the off-CPU cases too, so that its column shows what a
+profiler blind to waits predicts there.
 
 A wait's length is not set exactly by an argument (timer slack, wake-up
 latency, a disk's latency), nor is a library call's cost (qsort's n log n):
@@ -127,7 +129,6 @@ SHORT_WORK_OURS = 10
 
 GROUPS = {"cpu": "CPU", "offcpu": "off-CPU", "units": "unit", "over": "threads > cores"}
 SHARE = "share"   # known answer of a part on the critical path: x times its measured share
-BLIND = "blind: no off-CPU samples"
 NO_UNITS = "no units: lines only"
 # Line speedups at which a `measured` case's program really runs, whatever the
 # amounts asked: its real speedup at x is interpolated between them.
@@ -184,25 +185,25 @@ CASES = [
          known=lambda x: x / 2),
     Case("io_sleep.CPU", "io_sleep", "CPU", "io_sleep.iter", scaled("c", 1000000)),
     Case("io_sleep.SLEEP", "io_sleep", "SLEEP", "io_sleep.iter", scaled("sleep_us", 800),
-         group="offcpu", upstream=BLIND),
+         group="offcpu"),
     # Off-CPU known answers (issue 11): the real speedup is read off the measured
     # shortening of the wait (the program times it), see `measured`.
     Case("offcpu_sleep.SLEEP", "offcpu_sleep", "SLEEP", "offcpu_sleep.iter",
-         scaled("sleep_us", 1000), group="offcpu", measured="SLEEP", known=SHARE, upstream=BLIND),
+         scaled("sleep_us", 1000), group="offcpu", measured="SLEEP", known=SHARE),
     Case("offcpu_sleep.CPU", "offcpu_sleep", "CPU", "offcpu_sleep.iter", scaled("c", 1000000)),
     Case("offcpu_pipe.READ", "offcpu_pipe", "READ", "offcpu_pipe.item",
          lambda x: {"w": round(1200000 - x * (1200000 - 600000))}, group="offcpu",
-         measured="READ", known=SHARE, upstream=BLIND),
+         measured="READ", known=SHARE),
     Case("offcpu_fsync.FSYNC", "offcpu_fsync", "FSYNC", "offcpu_fsync.iter",
-         scaled("sync_permille", 1000), group="offcpu", measured="FSYNC", known=SHARE, upstream=BLIND),
+         scaled("sync_permille", 1000), group="offcpu", measured="FSYNC", known=SHARE),
     Case("offcpu_lock.LOCK_WAIT", "offcpu_lock", "LOCK_WAIT", "offcpu_lock.round",
-         scaled("h", 1500000), group="offcpu", measured="LOCK_WAIT", known=SHARE, upstream=BLIND),
+         scaled("h", 1500000), group="offcpu", measured="LOCK_WAIT", known=SHARE),
     Case("offcpu_lock.HOLD", "offcpu_lock", "HOLD", "offcpu_lock.round", scaled("h", 1500000)),
     Case("offcpu_mix.SIDE_SLEEP", "offcpu_mix", "SIDE_SLEEP", "offcpu_mix.round",
          scaled("side_permille", 800), group="offcpu", measured="SIDE_SLEEP",
-         known=lambda x: 0.0, upstream=BLIND),
+         known=lambda x: 0.0),
     Case("offcpu_mix.SLEEP", "offcpu_mix", "SLEEP", "offcpu_mix.round", scaled("sleep_us", 300),
-         group="offcpu", measured="SLEEP", known=SHARE, upstream=BLIND),
+         group="offcpu", measured="SLEEP", known=SHARE),
     Case("offcpu_mix.CPU", "offcpu_mix", "CPU", "offcpu_mix.round", scaled("c", 1500000)),
     # Units of virtual speedup (issue 12): call sites and functions.
     Case("units_sites.SITE_A", "units_sites", "SITE_A", "units_sites.iter", scaled("a", 1000000),
