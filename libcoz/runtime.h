@@ -52,7 +52,7 @@ inline void wake(ThreadState* t) {  // before this thread releases another: catc
 // critical section. Owed delays paid inside one (at the holder's wake,
 // unlock or sample) lengthen it for every thread queued on the lock, so the
 // debts of threads sharing the lock are paid one after another instead of
-// side by side (docs/analysis.md, "A thread pool larger than the machine").
+// side by side (docs/analysis.md, "More threads than cores: where a debt is paid").
 inline void settle_before_lock(ThreadState* t) {
   if (!shared().paying.load(std::memory_order_relaxed) || !t->enter()) return;
   int e = errno;
