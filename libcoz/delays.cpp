@@ -106,18 +106,13 @@ void calibrate_wait_ticks() {
   if (!g_test_clock.load(std::memory_order_relaxed)) g_wait_tick_rate.store(rate, std::memory_order_relaxed);
 }
 
-uint64_t wait_elapsed(const ThreadState* t, uint64_t* now_ns) {
-  uint64_t waited = 0;
+uint64_t wait_elapsed(const ThreadState* t) {
   if (t->wait_tick_rate) {
     uint64_t now = cpu_ticks();
-    if (now > t->wait_start) waited = ticks_to_ns(now - t->wait_start, t->wait_tick_rate);
-    if (now_ns) *now_ns = wait_clock();
-  } else {
-    uint64_t now = wait_clock();
-    if (t->wait_start && now > t->wait_start) waited = now - t->wait_start;
-    if (now_ns) *now_ns = now;
+    return now > t->wait_start ? ticks_to_ns(now - t->wait_start, t->wait_tick_rate) : 0;
   }
-  return waited;
+  uint64_t now = wait_clock();
+  return t->wait_start && now > t->wait_start ? now - t->wait_start : 0;
 }
 
 void pre_block(ThreadState* t) {

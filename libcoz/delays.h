@@ -40,9 +40,8 @@ void set_clock_fn(ClockFn fn);  // a test clock also stops the timing by ticks b
 // than 0.1% (a counter that does not keep a constant rate after all), waits
 // go back to the clock for the rest of the run.
 void calibrate_wait_ticks();
-// The time since the current wait began (pre_block), in nanoseconds;
-// `now_ns`, when given, receives CLOCK_MONOTONIC now (read only then).
-uint64_t wait_elapsed(const ThreadState* t, uint64_t* now_ns = nullptr);
+// The time since the current wait began (pre_block), in nanoseconds.
+uint64_t wait_elapsed(const ThreadState* t);
 
 // Brings the thread's counts into the current experiment: a new experiment
 // forgives the debts of the previous one, and every thread owes the delays

@@ -189,8 +189,7 @@ void end_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller) {
       // inside it whole; one begun before, from the experiment's start on.
       uint64_t inside = waited;
       if (t->wait_epoch != shared().epoch.load(std::memory_order_acquire)) {
-        uint64_t now = 0;
-        wait_elapsed(t, &now);
+        const uint64_t now = wait_clock();
         uint64_t start = now > waited ? now - waited : 0;
         uint64_t from = std::max(start, shared().experiment_start_ns.load(std::memory_order_relaxed));
         inside = now > from ? now - from : 0;
