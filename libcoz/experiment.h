@@ -64,7 +64,7 @@ uint64_t least_visits(const std::vector<PointDelta>& progress, uint64_t experime
 // time: choosing in proportion to the weights chooses in proportion to
 // recent time, on and off the CPU alike. (A ring of the last 512 samples,
 // the earlier pool, had to cap what one long wait could add, or it would
-// // push every CPU sample out: with the cap, a wait of 1 s between short
+// push every CPU sample out: with the cap, a wait of 1 s between short
 // bursts of work, half of two threads' time, was chosen 6% of the time.) Weights are kept scaled by 2^(age / half-life) so that adding is
 // O(1); they are rescaled, and the negligible ones dropped, every few
 // half-lives.
