@@ -92,25 +92,25 @@ uintptr_t resolve_site(uintptr_t caller) {
   return caller - 1;
 }
 
-// Slots taken for the first time (out of line: the lookup is inlined into
-// the acquisition's slow path).
+// Counts taken for the first time. `object` is published last: the
+// profiler thread reads a slot whose object is set.
+LockCounts* claim(LockCounts* c, LockKind kind, uintptr_t caller, uintptr_t object) {
+  c->kind = kind;
+  c->caller = caller;
+  c->site.store(resolve_site(caller), std::memory_order_relaxed);
+  c->object.store(object, std::memory_order_release);
+  return c;
+}
+// A free slot, or a call site's folded entry, taken (out of line: the
+// lookup is inlined into the acquisition's slow path).
 __attribute__((noinline)) LockCounts* new_slot(LockTable* tab, uint32_t i, uint8_t tag, LockKind kind,
                                                uintptr_t object, uintptr_t caller) {
-  LockCounts& c = tab->slots[i];
-  c.kind = kind;
-  c.caller = caller;
-  c.site.store(resolve_site(caller), std::memory_order_relaxed);
-  c.object.store(object, std::memory_order_release);  // published last
   tab->tags[i] = tag;
   tab->used.fetch_add(1, std::memory_order_relaxed);
-  return &c;
+  return claim(&tab->slots[i], kind, caller, object);
 }
 __attribute__((noinline)) LockCounts* new_folded(LockCounts* f, LockKind kind, uintptr_t caller) {
-  f->kind = kind;
-  f->caller = caller;
-  f->site.store(resolve_site(caller), std::memory_order_relaxed);
-  f->object.store(1, std::memory_order_release);
-  return f;
+  return claim(f, kind, caller, 1);  // a folded entry's object: 1, then the count of objects seen
 }
 
 inline LockCounts* find_counts(LockTable* tab, LockKind kind, uintptr_t object, uintptr_t caller) {
