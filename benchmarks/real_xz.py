@@ -246,19 +246,30 @@ def real_speedups(exe, path, key, amounts, reps):
     return {x: 1 - benchlib.median(runs[x]) / base for x in amounts}, noise, base
 
 
+def short_line(loc):
+    """'/src/xz/file_io.c:1323' -> 'file_io.c:1323'."""
+    path, n = loc.rsplit(":", 1)
+    return f"{os.path.basename(path)}:{n}"
+
+
+def line_counts(prof):
+    """({'FILE:LINE': CPU samples charged to it, FILE a base name}, samples out
+    of scope) of a loaded profile."""
+    counts = {}
+    for r in prof.runs:
+        for loc, c in r.samples.items():
+            counts[short_line(loc)] = counts.get(short_line(loc), 0) + c
+    return counts, sum(r.out_of_scope for r in prof.runs)
+
+
 def sample_shares(profile_path, line):
     """(share of the samples whose stack held no in-scope frame, share charged
     to `line`) in a profile of ours."""
     from cozprof import profile
 
-    prof = profile.load([profile_path])
-    oos = sum(r.out_of_scope for r in prof.runs)
-    total = oos + sum(sum(r.samples.values()) for r in prof.runs)
-    path, n = line.rsplit(":", 1)
-    on_line = sum(c for r in prof.runs for loc, c in r.samples.items()
-                  if loc.rsplit(":", 1)[-1] == n and os.path.basename(loc.rsplit(":", 1)[0]) ==
-                  os.path.basename(path))
-    return (oos / total, on_line / total) if total else (None, None)
+    counts, oos = line_counts(profile.load([profile_path]))
+    total = oos + sum(counts.values())
+    return (oos / total, counts.get(short_line(line), 0) / total) if total else (None, None)
 
 
 def library_samples(profile_path, library):
@@ -273,11 +284,7 @@ def library_samples(profile_path, library):
     from cozprof import profile
 
     prof = profile.load([profile_path])
-    oos = sum(r.out_of_scope for r in prof.runs)
-    charged = {}
-    for r in prof.runs:
-        for loc, c in r.samples.items():
-            charged[loc] = charged.get(loc, 0) + c
+    charged, oos = line_counts(prof)
     total = oos + sum(charged.values())
     if not total:
         raise BenchError(f"{profile_path}: no CPU sample")
@@ -305,8 +312,7 @@ def library_samples(profile_path, library):
             "library_charged": {k: share(v) for k, v in sorted(lib_charged.items(), key=lambda kv: -kv[1])},
             "library_out_of_scope": share(lib_oos),
             "by_thread": {k: share(v) for k, v in sorted(by_thread.items(), key=lambda kv: -kv[1])},
-            "lines": {f"{os.path.basename(k.rsplit(':', 1)[0])}:{k.rsplit(':', 1)[1]}": v / total
-                      for k, v in sorted(charged.items(), key=lambda kv: -kv[1])}}
+            "lines": {k: v / total for k, v in sorted(charged.items(), key=lambda kv: -kv[1])}}
 
 
 def line_shares(profile_path):
@@ -314,11 +320,7 @@ def line_shares(profile_path):
     counts no out-of-scope sample)."""
     from cozprof import profile
 
-    counts = {}
-    for r in profile.load([profile_path]).runs:
-        for loc, c in r.samples.items():
-            k = f"{os.path.basename(loc.rsplit(':', 1)[0])}:{loc.rsplit(':', 1)[1]}"
-            counts[k] = counts.get(k, 0) + c
+    counts, _ = line_counts(profile.load([profile_path]))
     total = sum(counts.values())
     return {k: v / total for k, v in sorted(counts.items(), key=lambda kv: -kv[1])} if total else {}
 
