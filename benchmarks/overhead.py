@@ -7,7 +7,10 @@ debug info.
    plain, under our `coz run --sampling-only` (the conventional profile: no
    experiments, no delays), under our full causal profiling, and under
    upstream COZ (`/usr/bin/coz run` on the NAME_upstream binary, full causal
-   profiling), interleaved. Prints the median wall time of each mode, its
+   profiling), and under `perf record` sampling the same clock at our
+   period with callchains (the reference: what per-thread perf_event
+   sampling costs on this machine; --no-perf leaves it out), interleaved.
+   Prints the median wall time of each mode, its
    slowdown (ratio to plain) and, for full causal profiling, ours' excess
    over upstream's: (ours - 1) / (upstream - 1).
 2. Lock counters: each lock-heavy program (benchmarks/locks_*.c) plain,
@@ -46,6 +49,7 @@ Usage: overhead.py [--short] [--only NAME] [--ours-only | --upstream-only]
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -68,6 +72,13 @@ CAUSAL_EXCESS_VS_UPSTREAM_MAX = 0.5  # ours' (slowdown - 1) over upstream's, on 
 LOCK_COUNTERS_COST_MAX = 0.03      # locks-only beside locks-only without counters
 LAUNCHER_MAX_S = 0.025             # time to main added by `coz run --sampling-only`
 EXIT_MAX_S = 0.010                 # time after main added by it
+
+# The reference beside sampling-only: Linux perf sampling the same clock at our
+# default period (COZ_SAMPLE_PERIOD, 1 ms of each thread's CPU time), user
+# space only as ours, with frame-pointer callchains (-g: perf's cheapest way
+# to keep stacks). It shows what per-thread perf_event sampling costs on the
+# machine at hand, whoever reads the samples.
+PERF_RECORD_PERIOD_NS = 1000000
 
 
 def interleaved(program, modes, reps):
@@ -123,7 +134,33 @@ def excess_ratio(ours, upstream):
     return (ours - 1.0) / (upstream - 1.0)
 
 
-def slowdowns(programs, build_dirs, libcoz, use_ours, use_upstream, reps, short, workdir):
+def perf_record_cmd(cmd, output):
+    return ["perf", "record", "-q", "-e", "task-clock:u", "-c", str(PERF_RECORD_PERIOD_NS), "-g",
+            "-o", output, "--", *cmd]
+
+
+def perf_record_available(workdir):
+    """None when `perf record` works here, else why not (one line)."""
+    if not shutil.which("perf"):
+        return "perf is not installed (Debian: linux-perf)"
+    out = os.path.join(workdir, "probe.perf")
+    try:
+        p = subprocess.run(perf_record_cmd(["true"], out), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"perf record cannot run: {e}"
+    if p.returncode != 0:
+        return "perf record fails: " + (p.stdout.strip().splitlines() or ["exit %d" % p.returncode])[-1]
+    return None
+
+
+def run_perf_record(cmd, output):
+    res = benchlib.run_plain(perf_record_cmd(cmd, output))
+    os.unlink(output)
+    return res
+
+
+def slowdowns(programs, build_dirs, libcoz, use_ours, use_upstream, reps, short, workdir, use_perf=False):
     rows = []
     for prog in programs:
         binary = benchlib.find_program(build_dirs, prog)
@@ -137,14 +174,19 @@ def slowdowns(programs, build_dirs, libcoz, use_ours, use_upstream, reps, short,
         if use_upstream:
             up = benchlib.find_program(build_dirs, prog + "_upstream")
             modes["upstream_causal"] = lambda: benchlib.run_upstream([up, *args], out)
+        if use_perf:
+            modes["perf_record"] = lambda: run_perf_record([binary, *args], os.path.join(workdir, "perf.data"))
         results, notes, failures = interleaved(prog, modes, reps)
         med = medians(results)
         ratio = ratios(med)
         excess = excess_ratio(ratio.get("ours_causal"), ratio.get("upstream_causal"))
         if use_ours and use_upstream and excess is None and ratio.get("upstream_causal") is not None:
             notes.append("upstream measured no slowdown: no excess ratio")
-        rows.append({"program": prog, "cpu_bound": prog not in NOT_CPU_BOUND, "wall_s": med,
-                     "ratio": ratio, "causal_excess_vs_upstream": excess, "notes": notes,
+        wall = {m: v for m, v in med.items() if m != "perf_record"}  # (perf's exit waits out a 1 s poll)
+        inside = medians(results, "elapsed_s")
+        rows.append({"program": prog, "cpu_bound": prog not in NOT_CPU_BOUND, "wall_s": wall,
+                     "ratio": ratios(wall), "in_program_s": inside, "in_program_ratio": ratios(inside),
+                     "causal_excess_vs_upstream": excess, "notes": notes,
                      "failures": failures})
     return rows
 
@@ -331,8 +373,8 @@ def fmt(v, spec):
     return "n/a" if v is None else format(v, spec)
 
 
-def geomean(rows, mode):
-    vals = [r["ratio"].get(mode) for r in rows if r["ratio"].get(mode)]
+def geomean(rows, mode, key="ratio"):
+    vals = [r[key].get(mode) for r in rows if r[key].get(mode)]
     if not vals:
         return None
     prod = 1.0
@@ -400,6 +442,27 @@ def print_slowdowns(rows):
     print("# geomean slowdown: " + ", ".join(f"{m} x{fmt(geomean(rows, m), '.3f')}" for m in modes[1:]))
 
 
+def print_in_program(rows):
+    """Sampling-only beside perf record, by the program's own time (its
+    result line's elapsed_s, from the start of its work to its end): the
+    cost of sampling while it runs, without either tool's start and exit
+    (perf record's exit alone waits out a 1 s poll on this machine's perf)."""
+    modes = ["plain", "ours_sampling", "perf_record"]
+    if not any(r["in_program_s"].get("perf_record") for r in rows):
+        return
+    print("# in-program time (the program's own elapsed_s), sampling-only beside perf record")
+    print(f"{'program':<14} " + " ".join(f"{m:>16}" for m in modes))
+    for r in rows:
+        base = r["in_program_s"].get("plain")
+        cells = []
+        for m in modes:
+            v = r["in_program_s"].get(m)
+            cells.append(f"{v:.2f}s x{v / base:.3f}" if v is not None and base else "n/a")
+        print(f"{r['program']:<14} " + " ".join(f"{c:>16}" for c in cells))
+    print("# geomean in-program slowdown: " + ", ".join(
+        f"{m} x{fmt(geomean(rows, m, 'in_program_ratio'), '.3f')}" for m in modes[1:]))
+
+
 def print_locks(rows):
     modes = ["plain", "ours_locks", "ours_locks_no_counters"]
     print(f"{'lock program':<18} " + " ".join(f"{m:>22}" for m in modes) + f" {'counters':>9} {'(cpu)':>7}")
@@ -449,6 +512,8 @@ def main(argv=None):
     ap.add_argument("--no-locks", action="store_true", help="skip the lock counters' cost")
     ap.add_argument("--no-launch", action="store_true", help="skip the launcher's start and exit cost")
     ap.add_argument("--no-startup", action="store_true", help="skip the start-up measurement")
+    ap.add_argument("--no-perf", action="store_true",
+                    help="part 1 without the perf_record reference (perf record at our sampling period)")
     ap.add_argument("--launch-baseline", metavar="DIR",
                     help="part 3 also runs coz run --sampling-only with the cozprof package of DIR "
                          "(another checkout's python/ folder), interleaved: mode baseline_sampling")
@@ -473,6 +538,13 @@ def main(argv=None):
         "bigdebug")
 
     workdir = benchlib.tempdir("coz-overhead-")
+    use_perf = False
+    if programs and not args.no_perf:
+        why = perf_record_available(workdir)
+        use_perf = why is None
+        if why:
+            skipped["perf_record"] = why
+            print(f"overhead: skipping perf_record: {why}", file=sys.stderr)
     errors = []
     rows, lock_rows, launch, start = [], [], None, None
     load_start = benchlib.load_average()
@@ -483,10 +555,11 @@ def main(argv=None):
         if programs:
             try:
                 rows = slowdowns(programs, build_dirs, libcoz, use_ours, use_upstream, reps,
-                                 args.short, workdir)
+                                 args.short, workdir, use_perf)
             except BenchError as e:
                 errors.append(str(e))
             print_slowdowns(rows)
+            print_in_program(rows)
         if lock_programs and use_ours:
             try:
                 lock_rows = lock_counters(lock_programs, build_dirs, libcoz, reps, args.short, workdir)
@@ -526,6 +599,8 @@ def main(argv=None):
                "duration_s": round(time.monotonic() - t_begin, 1),
                "geomean_ratio": {m: geomean(rows, m) for m in
                                  ("ours_sampling", "ours_causal", "upstream_causal")},
+               "geomean_in_program_ratio": {m: geomean(rows, m, "in_program_ratio") for m in
+                                            ("ours_sampling", "perf_record")},
                "targets": goals, "programs": rows, "locks": lock_rows, "launch": launch,
                "startup": start, "skipped": skipped, "errors": errors}
     summary["failures"] = [f for r in rows + lock_rows for f in r["failures"]] + \

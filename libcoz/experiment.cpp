@@ -199,9 +199,18 @@ void Profiler::keep_up() {
     if (config_.sampling_only && t->page) {
       size_t at = held_bytes_.size();
       take_records(t, &held_bytes_);
-      if (held_bytes_.size() > at) held_taken_.push_back({t->tid, at, held_bytes_.size() - at, t->period_ns});
+      if (held_bytes_.size() > at) held_taken_.push_back({t->tid, at, held_bytes_.size() - at, t->period_ns, false});
     }
   });
+  take_cpu_rings(&held_bytes_, &held_taken_);
+}
+
+void Profiler::take_cpu_rings(std::vector<char>* bytes, std::vector<Taken>* taken) {
+  if (!config_.sampling_only || !sampler_cpu_rings()) return;
+  static thread_local std::vector<ThreadRecords> chunks;
+  chunks.clear();
+  take_cpu_records(bytes, &chunks, &total_lost_);
+  for (const ThreadRecords& c : chunks) taken->push_back({c.tid, c.offset, c.size, 0, true});
 }
 
 void Profiler::drain() {
@@ -225,7 +234,7 @@ void Profiler::drain() {
       // No signal: the profiler takes the thread's perf records itself.
       size_t at = taken_bytes_.size();
       take_records(t, &taken_bytes_);
-      if (taken_bytes_.size() > at) taken_.push_back({t->tid, at, taken_bytes_.size() - at, t->period_ns});
+      if (taken_bytes_.size() > at) taken_.push_back({t->tid, at, taken_bytes_.size() - at, t->period_ns, false});
       if (t->state.load() == 2) {
         sampler_forget(t);  // its last records are taken: release the ring
       } else if (++t->samples_at_period >= kDrainsPerPeriod) {
@@ -272,6 +281,9 @@ void Profiler::drain() {
       else migrations_known_ = false;
     }
   });
+  // After the threads' look: an ended thread's last records are in the
+  // CPU rings by now.
+  take_cpu_rings(&taken_bytes_, &taken_);
   const uint64_t period = config_.sample_period_ns;
   for (const Taken& tk : taken_) {
     ThreadInfo& info = threads_[tk.tid];
@@ -280,7 +292,8 @@ void Profiler::drain() {
                   [&](Sample& smp) {
                     add_origin(info.origin_pc, shared().scope.load(std::memory_order_acquire), &smp);
                     pending_.push_back({tk.tid, smp});
-                  });
+                  },
+                  tk.cpu_layout);
     total_lost_ += lost;
     total_skipped_ += skipped;
     info.voluntary_ns = info.switches.voluntary_ns;

@@ -202,7 +202,10 @@ class Profiler {
     pid_t tid;
     size_t offset, size;
     uint64_t period_ns;  // the period they were taken at
+    bool cpu_layout;     // from the CPU rings: each sample says its period
   };
+  // Appends the CPU rings' records (sampler_open_cpu_rings), split by thread.
+  void take_cpu_rings(std::vector<char>* bytes, std::vector<Taken>* taken);
   std::vector<Taken> taken_;
   std::vector<char> taken_bytes_;
   // What keep_up() took since the last drain: drain() starts from it.

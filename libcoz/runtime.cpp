@@ -397,6 +397,7 @@ void fork_child() {
   if (g_state.load() != kActive) return;
   // The parent's threads, events and profiler thread do not exist here.
   for (ThreadState* t : *g_threads) sampler_forget(t);
+  sampler_forget_cpu_rings();
   g_threads->clear();
   tls_state = nullptr;
   shared().sampling.store(false);
@@ -528,6 +529,7 @@ void* profiler_main(void*) {
   // thousand for libc's debug file) are not the program's, and recording
   // each one's initialization site cost a whole stack unwind.
   tls_in_runtime = 1;
+  sampler_ignore_thread(raw_gettid());  // it inherited the CPU rings' events (sampling-only)
   g_profiler->run();
   return nullptr;
 }
@@ -641,6 +643,14 @@ void runtime_init() {
   settings.period_ns = config.sample_period_ns;
   settings.signal_free = config.sampling_only;
   sampler_configure(settings);
+  // Sampling-only: events per CPU that every thread inherits (sampler.h),
+  // opened before the first thread state and the profiler thread; where
+  // refused, each thread samples itself.
+  if (config.sampling_only) {
+    std::string why;
+    if (!sampler_open_cpu_rings(&why) && config.verbose)
+      raw_log("sampling-only: %s; each thread opens its own event", why.c_str());
+  }
   // Once per process image: a followed child runs this again, and a second
   // registration would run every fork handler twice (taking each lock twice).
   static bool once = false;
@@ -677,7 +687,7 @@ void runtime_init() {
                 : "fixed-line";
   sr.sample_period_ns = config.sample_period_ns;
   sr.experiment_length_ns = config.experiment_length_ns;
-  sr.sampler = sampler_uses_timer() ? "timer" : "perf_event";
+  sr.sampler = sampler_uses_timer() ? "timer" : sampler_cpu_rings() ? "perf_event_cpu" : "perf_event";
   sr.binary_scope = config.binary_scope;
   sr.source_scope = config.source_scope;
   sr.fixed_line = !config.fixed_function.empty() ? config.fixed_function

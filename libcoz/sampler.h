@@ -84,8 +84,38 @@ void take_records(ThreadState* t, std::vector<char>* out);
 // Parses records taken by take_records: calls fn(Sample&) for each sample,
 // unwound from its stack copy, weighing `period_ns`, with the preempted time
 // the switch records in *sw tell. Counts lost and unreadable records.
+// `cpu_layout`: records of the CPU rings (take_cpu_records), which carry
+// each sample's period (the weight then) and the thread's id.
 void parse_records(const char* data, size_t len, SwitchState* sw, uint64_t period_ns, uint64_t* lost,
-                   uint64_t* skipped, const std::function<void(Sample&)>& fn);
+                   uint64_t* skipped, const std::function<void(Sample&)>& fn, bool cpu_layout = false);
+
+// Sampling-only mode's CPU rings (sampler.cpp explains why): one task-clock
+// event per CPU, opened by the calling thread (the main thread, before any
+// other) and inherited by every thread it or they start. False (and *why)
+// where refused: threads then sample themselves (sampler_start).
+bool sampler_open_cpu_rings(std::string* why);
+bool sampler_cpu_rings();
+// The profiler thread inherits the events too: its records are dropped.
+void sampler_ignore_thread(pid_t tid);
+// One thread's records, in time order, at `offset` in take_cpu_records' out.
+struct ThreadRecords {
+  pid_t tid;
+  size_t offset, size;
+};
+// The records taken from each CPU ring: [begin, end) in one buffer.
+struct RingSpan {
+  size_t begin, end;
+};
+// Splits them by thread, each thread's in time order, appended to *out (the
+// `ignored` thread's left out); counts the records the kernel lost.
+// (take_cpu_records' work, apart for tests.)
+void split_cpu_records(const std::vector<char>& raw, const std::vector<RingSpan>& spans, pid_t ignored,
+                       std::vector<char>* out, std::vector<ThreadRecords>* chunks, uint64_t* lost);
+// The CPU rings' pending records, split by thread (the ignored one left
+// out), appended to *out; counts the records the kernel lost.
+void take_cpu_records(std::vector<char>* out, std::vector<ThreadRecords>* chunks, uint64_t* lost);
+// After fork, in the child: release the parent's CPU rings.
+void sampler_forget_cpu_rings();
 // A new random period for the thread, from the profiler thread (the
 // sampling-only mode's DCPI-style randomization). Returns the period set.
 uint64_t rerandomize_period(ThreadState* t);

@@ -204,6 +204,12 @@ def test_overhead_short_ours(overhead_run):
         assert s["launch"]["time_to_main_s"][mode] >= 0, s["launch"]
         assert s["launch"]["launcher_s"][mode] is not None and s["launch"]["exit_s"][mode] is not None
     assert s["startup"]["time_to_main_s"]["ours"] >= 0, s["startup"]
+    # The in-program times beside perf record (where perf runs here: the
+    # README's setup installs it).
+    for r in s["programs"]:
+        assert r["in_program_s"]["plain"] > 0 and r["in_program_s"]["ours_sampling"] > 0, r
+        if "perf_record" not in s["skipped"]:
+            assert r["in_program_s"]["perf_record"] > 0 and r["in_program_ratio"]["perf_record"] > 0, r
 
 
 def test_overhead_short_upstream(overhead_run):

@@ -24,6 +24,8 @@
 #include "locks.h"
 #include "profile_writer.h"
 #include "sampler.h"
+
+#include <linux/perf_event.h>
 #include "sync_hooks.h"
 #include "progress.h"
 #include "thread_state.h"
@@ -673,6 +675,95 @@ TEST(Sampler, PeriodsAreRandomAroundTheMean) {
   EXPECT_NEAR(avg, mean, mean * 0.01);
   EXPECT_NEAR(sd, mean / std::sqrt(12.0), mean * 0.01);  // uniform over a width of `mean`
   EXPECT_GT(distinct.size(), static_cast<size_t>(n * 0.99));
+}
+
+// ---- sampling-only's CPU rings: records of every thread, split by thread ----
+
+namespace {
+// Synthetic records in the CPU rings' layout (sampler_open_cpu_rings).
+void put(std::vector<char>* b, const void* p, size_t n) {
+  b->insert(b->end(), static_cast<const char*>(p), static_cast<const char*>(p) + n);
+}
+void cpu_sample(std::vector<char>* b, uint32_t tid, uint64_t time, uint64_t period, uint64_t ip) {
+  perf_event_header h{PERF_RECORD_SAMPLE, 0, sizeof h + 6 * 8};
+  uint32_t ids[2] = {1, tid};
+  uint64_t nr = 0, abi = 0;  // no frames after ip, no registers (as a kernel thread's)
+  put(b, &h, sizeof h);
+  put(b, &ip, 8);
+  put(b, ids, 8);
+  put(b, &time, 8);
+  put(b, &period, 8);
+  put(b, &nr, 8);
+  put(b, &abi, 8);
+}
+void cpu_switch(std::vector<char>* b, uint32_t tid, uint64_t time, uint16_t misc) {
+  perf_event_header h{PERF_RECORD_SWITCH, misc, sizeof h + 16};
+  uint32_t ids[2] = {1, tid};
+  put(b, &h, sizeof h);
+  put(b, ids, 8);
+  put(b, &time, 8);
+}
+void cpu_lost(std::vector<char>* b, uint64_t lost) {
+  perf_event_header h{PERF_RECORD_LOST, 0, sizeof h + 32};
+  uint64_t id = 7, t = 0;
+  uint32_t ids[2] = {1, 1};
+  put(b, &h, sizeof h);
+  put(b, &id, 8);
+  put(b, &lost, 8);
+  put(b, ids, 8);
+  put(b, &t, 8);
+}
+}  // namespace
+
+TEST(CpuRings, RecordsAreSplitByThreadInTimeOrderAcrossCpus) {
+  // Thread 10 runs on CPU 1, is preempted at 150, and resumes on CPU 0 at
+  // 200: CPU 0's ring, read first, holds its later records. Thread 20 runs on CPU 1; thread 99 is
+  // the profiler's own, ignored.
+  std::vector<char> raw;
+  cpu_switch(&raw, 10, 200, 0);
+  cpu_sample(&raw, 99, 250, 1000, 0x9000);
+  cpu_sample(&raw, 10, 300, 800, 0x3000);
+  size_t cpu1 = raw.size();
+  cpu_sample(&raw, 10, 100, 700, 0x1000);
+  cpu_sample(&raw, 20, 120, 1234, 0x2000);
+  cpu_switch(&raw, 10, 150, (1u << 13) | (1u << 14));  // PERF_RECORD_MISC_SWITCH_OUT | _PREEMPT
+  cpu_lost(&raw, 5);
+  std::vector<RingSpan> spans = {{0, cpu1}, {cpu1, raw.size()}};
+  std::vector<char> out;
+  std::vector<ThreadRecords> chunks;
+  uint64_t lost = 0;
+  split_cpu_records(raw, spans, 99, &out, &chunks, &lost);
+  EXPECT_EQ(lost, 5u);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0].tid, 10);
+  EXPECT_EQ(chunks[1].tid, 20);
+
+  // Thread 10's records, parsed as the profiler does: its switch out on
+  // CPU 1 and in on CPU 0 pair up (50 ns preempted, on the sample after),
+  // and each sample weighs the period of the event that took it (one per
+  // CPU).
+  std::vector<std::pair<uint64_t, uint64_t>> seen;  // weight, wait
+  std::vector<uintptr_t> ips;
+  SwitchState sw;
+  uint64_t plost = 0, skipped = 0;
+  parse_records(out.data() + chunks[0].offset, chunks[0].size, &sw, 1000000, &plost, &skipped,
+                [&](Sample& smp) {
+                  seen.push_back({smp.weight_ns, smp.wait_ns});
+                  ips.push_back(smp.pcs[0]);
+                },
+                true);
+  EXPECT_EQ(skipped, 0u);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(ips[0], 0x1000u);
+  EXPECT_EQ(ips[1], 0x3000u);
+  EXPECT_EQ(seen[0], std::make_pair(uint64_t{700}, uint64_t{0}));  // CPU 1's event
+  EXPECT_EQ(seen[1], std::make_pair(uint64_t{800}, uint64_t{50}));  // CPU 0's
+
+  seen.clear();
+  parse_records(out.data() + chunks[1].offset, chunks[1].size, &sw, 1000000, &plost, &skipped,
+                [&](Sample& smp) { seen.push_back({smp.weight_ns, smp.wait_ns}); }, true);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].first, 1234u);
 }
 
 // ---- what a descriptor links to ----
