@@ -10,6 +10,8 @@ debug info.
    profiling), and under `perf record` sampling the same clock at our
    period with callchains (the reference: what per-thread perf_event
    sampling costs on this machine; --no-perf leaves it out), interleaved.
+   --also NAME=LIBCOZ adds `coz run --sampling-only` with another build's
+   libcoz.so (mode NAME_sampling): before and after in one invocation.
    Prints the median wall time of each mode, its
    slowdown (ratio to plain) and, for full causal profiling, ours' excess
    over upstream's: (ours - 1) / (upstream - 1).
@@ -44,6 +46,7 @@ Usage: overhead.py [--short] [--only NAME] [--ours-only | --upstream-only]
                    [--build DIR] [--reps N] [--launch-reps N]
                    [--startup-lines N] [--no-slowdown] [--no-locks]
                    [--no-launch] [--no-startup] [--launch-baseline DIR]
+                   [--also NAME=LIBCOZ] [--no-perf]
 """
 
 import argparse
@@ -160,7 +163,8 @@ def run_perf_record(cmd, output):
     return res
 
 
-def slowdowns(programs, build_dirs, libcoz, use_ours, use_upstream, reps, short, workdir, use_perf=False):
+def slowdowns(programs, build_dirs, libcoz, use_ours, use_upstream, reps, short, workdir, use_perf=False,
+              others=None):
     rows = []
     for prog in programs:
         binary = benchlib.find_program(build_dirs, prog)
@@ -171,6 +175,9 @@ def slowdowns(programs, build_dirs, libcoz, use_ours, use_upstream, reps, short,
             modes["ours_sampling"] = lambda: benchlib.run_ours([binary, *args], libcoz, out,
                                                                 extra=["--sampling-only"])
             modes["ours_causal"] = lambda: benchlib.run_ours([binary, *args], libcoz, out)
+        for name, lib in (others or {}).items():  # another build's sampling-only, same launcher
+            modes[f"{name}_sampling"] = lambda lib=lib: benchlib.run_ours([binary, *args], lib, out,
+                                                                          extra=["--sampling-only"])
         if use_upstream:
             up = benchlib.find_program(build_dirs, prog + "_upstream")
             modes["upstream_causal"] = lambda: benchlib.run_upstream([up, *args], out)
@@ -428,8 +435,8 @@ def print_targets(t):
               f"{'met' if x['met'] else 'missed'}")
 
 
-def print_slowdowns(rows):
-    modes = ["plain", "ours_sampling", "ours_causal", "upstream_causal"]
+def print_slowdowns(rows, others=()):
+    modes = ["plain", "ours_sampling", *[f"{n}_sampling" for n in others], "ours_causal", "upstream_causal"]
     print(f"{'program':<14} " + " ".join(f"{m:>16}" for m in modes) + f" {'excess/up':>9}")
     for r in rows:
         cells = []
@@ -442,13 +449,13 @@ def print_slowdowns(rows):
     print("# geomean slowdown: " + ", ".join(f"{m} x{fmt(geomean(rows, m), '.3f')}" for m in modes[1:]))
 
 
-def print_in_program(rows):
+def print_in_program(rows, others=()):
     """Sampling-only beside perf record, by the program's own time (its
     result line's elapsed_s, from the start of its work to its end): the
     cost of sampling while it runs, without either tool's start and exit
     (perf record's exit alone waits out a 1 s poll on this machine's perf)."""
-    modes = ["plain", "ours_sampling", "perf_record"]
-    if not any(r["in_program_s"].get("perf_record") for r in rows):
+    modes = ["plain", "ours_sampling", *[f"{n}_sampling" for n in others], "perf_record"]
+    if not any(r["in_program_s"].get("perf_record") for r in rows) and not others:
         return
     print("# in-program time (the program's own elapsed_s), sampling-only beside perf record")
     print(f"{'program':<14} " + " ".join(f"{m:>16}" for m in modes))
@@ -512,6 +519,9 @@ def main(argv=None):
     ap.add_argument("--no-locks", action="store_true", help="skip the lock counters' cost")
     ap.add_argument("--no-launch", action="store_true", help="skip the launcher's start and exit cost")
     ap.add_argument("--no-startup", action="store_true", help="skip the start-up measurement")
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=LIBCOZ",
+                    help="part 1 also runs coz run --sampling-only with another build's libcoz.so "
+                         "(an earlier commit's), interleaved: mode NAME_sampling (repeatable)")
     ap.add_argument("--no-perf", action="store_true",
                     help="part 1 without the perf_record reference (perf record at our sampling period)")
     ap.add_argument("--launch-baseline", metavar="DIR",
@@ -521,6 +531,7 @@ def main(argv=None):
                     help="where the generated programs are kept (default <first build dir>/bigdebug)")
     args = ap.parse_args(argv)
 
+    others = benchlib.parse_also(ap, args.also)
     build_dirs = args.build or benchlib.default_build_dirs()
     reps = args.reps or (1 if args.short else 3)
     launch_reps = args.launch_reps or (3 if args.short else 15)
@@ -555,11 +566,11 @@ def main(argv=None):
         if programs:
             try:
                 rows = slowdowns(programs, build_dirs, libcoz, use_ours, use_upstream, reps,
-                                 args.short, workdir, use_perf)
+                                 args.short, workdir, use_perf, others)
             except BenchError as e:
                 errors.append(str(e))
-            print_slowdowns(rows)
-            print_in_program(rows)
+            print_slowdowns(rows, others)
+            print_in_program(rows, others)
         if lock_programs and use_ours:
             try:
                 lock_rows = lock_counters(lock_programs, build_dirs, libcoz, reps, args.short, workdir)
@@ -600,7 +611,9 @@ def main(argv=None):
                "geomean_ratio": {m: geomean(rows, m) for m in
                                  ("ours_sampling", "ours_causal", "upstream_causal")},
                "geomean_in_program_ratio": {m: geomean(rows, m, "in_program_ratio") for m in
-                                            ("ours_sampling", "perf_record")},
+                                            ("ours_sampling", *[f"{n}_sampling" for n in others],
+                                             "perf_record")},
+               "also": others,
                "targets": goals, "programs": rows, "locks": lock_rows, "launch": launch,
                "startup": start, "skipped": skipped, "errors": errors}
     summary["failures"] = [f for r in rows + lock_rows for f in r["failures"]] + \
