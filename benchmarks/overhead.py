@@ -544,9 +544,10 @@ def main(argv=None):
         ap.error(f"unknown program(s) {', '.join(unknown)}; known: {', '.join(PROGRAMS + LOCK_PROGRAMS)}")
     use_ours, use_upstream = not args.upstream_only, not args.ours_only
     libcoz, use_ours, use_upstream, skipped = benchlib.profilers(build_dirs, use_ours, use_upstream, "overhead")
-    cache = args.cache or os.path.join(
+    # Absolute: the profiled runs start in their output's folder.
+    cache = os.path.abspath(args.cache or os.path.join(
         next((d for d in build_dirs if os.path.isdir(d)), benchlib.tempdir("coz-bench-")),
-        "bigdebug")
+        "bigdebug"))
 
     workdir = benchlib.tempdir("coz-overhead-")
     use_perf = False
