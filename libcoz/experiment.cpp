@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <climits>
 #include <sys/resource.h>
@@ -415,6 +416,7 @@ void Profiler::write_locks() {
     l->all.contended = t.all.contended;
     l->all.wait_ns = t.all.wait_ns;
     l->all.hold_ns = static_cast<uint64_t>(static_cast<double>(t.all.hold_ticks) * locks_.ns_per_tick());
+    l->all.hold_sd_ns = static_cast<uint64_t>(std::sqrt(t.all.hold_var) * locks_.ns_per_tick());
     l->all.trylocks = t.all.trylocks;
     l->all.trylock_failures = t.all.trylock_failures;
     l->threads = t.threads.size();
@@ -425,6 +427,7 @@ void Profiler::write_locks() {
       x.contended = s.second.contended;
       x.wait_ns = s.second.wait_ns;
       x.hold_ns = static_cast<uint64_t>(static_cast<double>(s.second.hold_ticks) * locks_.ns_per_tick());
+      x.hold_sd_ns = static_cast<uint64_t>(std::sqrt(s.second.hold_var) * locks_.ns_per_tick());
       x.trylocks = s.second.trylocks;
       x.trylock_failures = s.second.trylock_failures;
       l->sites.push_back(std::move(x));

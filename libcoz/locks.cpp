@@ -204,6 +204,9 @@ void lock_released_slow(LockTable* tab, const void* object, LockClock clock) {
     if (h.sampled) {
       bump(h.counts->sampled_hold_ticks, ticks);
       bump(h.counts->sampled_holds);
+      std::atomic<double>& sq = h.counts->sampled_hold_sq;  // (one writer, as bump)
+      sq.store(sq.load(std::memory_order_relaxed) + static_cast<double>(ticks) * static_cast<double>(ticks),
+               std::memory_order_relaxed);
     } else {
       bump(h.counts->hold_ticks, ticks);
     }
@@ -256,6 +259,11 @@ void LockSiteTotals::add(const LockCounts& c) {
   hold_ticks += c.hold_ticks.load(std::memory_order_relaxed) +
                 kHoldSampleEvery * c.sampled_hold_ticks.load(std::memory_order_relaxed);
   sampled_holds += c.sampled_holds.load(std::memory_order_relaxed);
+  // Its variance (Bernoulli sampling with p = 1/k, Horvitz-Thompson):
+  // (1 - p) / p * (the sum of every untimed hold's square), which the timed
+  // ones estimate as k times theirs: (k - 1) k * their sum of squares.
+  constexpr double k = static_cast<double>(kHoldSampleEvery);
+  hold_var += (k - 1) * k * c.sampled_hold_sq.load(std::memory_order_relaxed);
   trylocks += c.trylocks.load(std::memory_order_relaxed);
   trylock_failures += c.trylock_failures.load(std::memory_order_relaxed);
 }
@@ -266,6 +274,7 @@ void LockSiteTotals::add(const LockSiteTotals& s) {
   wait_ns += s.wait_ns;
   hold_ticks += s.hold_ticks;
   sampled_holds += s.sampled_holds;
+  hold_var += s.hold_var;  // (independent samplings: variances add)
   trylocks += s.trylocks;
   trylock_failures += s.trylock_failures;
 }

@@ -57,6 +57,7 @@ struct LockCounts {
   std::atomic<uint64_t> hold_ticks{0};          // holds timed with certainty (contended, or among the first)
   std::atomic<uint64_t> sampled_hold_ticks{0};  // holds timed by the sampler, each standing for kHoldSampleEvery
   std::atomic<uint64_t> sampled_holds{0};       // how many of those
+  std::atomic<double> sampled_hold_sq{0};       // the sum of their squares (ticks^2): the estimate's variance
 };
 
 // Hold-time sampling (see the header comment).
@@ -148,9 +149,11 @@ void lock_initialized(const void* object, uintptr_t caller);
 struct LockSiteTotals {
   // hold_ticks: the estimate, timed holds plus the sampled ones scaled by
   // kHoldSampleEvery; sampled_holds: how many holds that estimate rests on
-  // besides the ones timed with certainty (0: exact).
+  // besides the ones timed with certainty (0: exact); hold_var: the
+  // estimated variance of hold_ticks (ticks^2; 0 when exact).
   uint64_t acquisitions = 0, contended = 0, wait_ns = 0, hold_ticks = 0, trylocks = 0, trylock_failures = 0;
   uint64_t sampled_holds = 0;
+  double hold_var = 0;
   void add(const LockCounts& c);
   void add(const LockSiteTotals& s);
 };

@@ -302,7 +302,8 @@ namespace {
 std::string lock_counts(const LockSiteRecord& c) {
   return "\"acquisitions\":" + std::to_string(c.acquisitions) + ",\"contended\":" + std::to_string(c.contended) +
          ",\"wait_ns\":" + std::to_string(c.wait_ns) + ",\"hold_ns\":" + std::to_string(c.hold_ns) +
-         ",\"trylocks\":" + std::to_string(c.trylocks) + ",\"trylock_failures\":" + std::to_string(c.trylock_failures);
+         ",\"hold_sd_ns\":" + std::to_string(c.hold_sd_ns) + ",\"trylocks\":" + std::to_string(c.trylocks) +
+         ",\"trylock_failures\":" + std::to_string(c.trylock_failures);
 }
 
 std::string lock_list(const std::vector<LockRecord>& v, bool folded) {
