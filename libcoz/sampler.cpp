@@ -370,6 +370,19 @@ perf_event_attr sampling_attr(uint64_t period_ns, bool copies) {
   }
   return attr;
 }
+
+// perf_event_open of a sampling_attr event. Kernels before 4.8 know no
+// sample_max_stack (E2BIG or EINVAL): it is opened again without, its
+// records then as long as the kernel's own limit, and read whole all the
+// same.
+long open_sampling_event(perf_event_attr* attr, pid_t pid, int cpu) {
+  long fd = perf_event_open(attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+  if (fd < 0 && (errno == E2BIG || errno == EINVAL)) {
+    attr->sample_max_stack = 0;
+    fd = perf_event_open(attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+  }
+  return fd;
+}
 }  // namespace
 
 SamplerKind sampler_start(ThreadState* t, std::string* why) {
@@ -379,13 +392,7 @@ SamplerKind sampler_start(ThreadState* t, std::string* why) {
   t->period_ns = random_period(t);
   perf_event_attr attr = sampling_attr(t->period_ns, g_settings.signal_free);
   if (!g_settings.signal_free) attr.wakeup_events = g_settings.batch;
-  long fd = perf_event_open(&attr, t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
-  if (fd < 0 && (errno == E2BIG || errno == EINVAL)) {
-    // Kernels before 4.8 know no sample_max_stack: records are then as long
-    // as their own limit, and read whole all the same.
-    attr.sample_max_stack = 0;
-    fd = perf_event_open(&attr, t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
-  }
+  long fd = open_sampling_event(&attr, t->tid, -1);
   if (fd >= 0 && (fd = move_fd_high(static_cast<int>(fd))) < 0) {
     rlimit rl{};
     getrlimit(RLIMIT_NOFILE, &rl);
@@ -454,9 +461,9 @@ void sampler_stop(ThreadState* t) {
   sampler_forget(t);
 }
 
-void take_records(ThreadState* t, std::vector<char>* out) {
-  perf_event_mmap_page* page = t->page;
-  if (!page) return;
+namespace {
+// Appends a ring's pending records, whole, to *out, and frees their room.
+void take_ring(perf_event_mmap_page* page, std::vector<char>* out) {
   RecordReader r{reinterpret_cast<const char*>(page) + page->data_offset, page->data_size};
   uint64_t head = __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE);
   uint64_t tail = page->data_tail;
@@ -466,6 +473,11 @@ void take_records(ThreadState* t, std::vector<char>* out) {
     r.copy(tail, out->data() + at, head - tail);
   }
   __atomic_store_n(&page->data_tail, head, __ATOMIC_RELEASE);
+}
+}  // namespace
+
+void take_records(ThreadState* t, std::vector<char>* out) {
+  if (t->page) take_ring(t->page, out);
 }
 
 void parse_records(const char* data, size_t len, SwitchState* sw, uint64_t period_ns, uint64_t* lost,
@@ -546,11 +558,7 @@ bool open_cpu_ring(long cpu, size_t pages, CpuRing* c, bool* offline, bool* ring
   attr.sample_type |= PERF_SAMPLE_TID | PERF_SAMPLE_PERIOD;  // which thread; the event's period
   attr.inherit = 1;
   attr.inherit_thread = 1;
-  long fd = perf_event_open(&attr, 0, static_cast<int>(cpu), -1, PERF_FLAG_FD_CLOEXEC);
-  if (fd < 0 && errno == E2BIG) {
-    attr.sample_max_stack = 0;  // (kernels before 4.8)
-    fd = perf_event_open(&attr, 0, static_cast<int>(cpu), -1, PERF_FLAG_FD_CLOEXEC);
-  }
+  long fd = open_sampling_event(&attr, 0, static_cast<int>(cpu));
   if (fd < 0) {
     *offline = errno == ENODEV || errno == ENXIO;
     *why = std::string("per-CPU inherited events refused: ") + strerror(errno);
@@ -663,16 +671,8 @@ void take_cpu_records(std::vector<char>* out, std::vector<ThreadRecords>* chunks
   raw.clear();
   spans.clear();
   for (CpuRing& c : *g_cpu_rings) {
-    perf_event_mmap_page* page = c.page;
-    RecordReader r{reinterpret_cast<const char*>(page) + page->data_offset, page->data_size};
-    uint64_t head = __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE);
-    uint64_t tail = page->data_tail;
     size_t base = raw.size();
-    if (head > tail) {
-      raw.resize(base + (head - tail));
-      r.copy(tail, raw.data() + base, head - tail);
-    }
-    __atomic_store_n(&page->data_tail, head, __ATOMIC_RELEASE);
+    take_ring(c.page, &raw);
     spans.push_back({base, raw.size()});
   }
   split_cpu_records(raw, spans, g_ignored_tid.load(), out, chunks, lost);
