@@ -386,7 +386,6 @@ long open_sampling_event(perf_event_attr* attr, pid_t pid, int cpu) {
 }  // namespace
 
 SamplerKind sampler_start(ThreadState* t, std::string* why) {
-  t->tid = gettid_raw();
   if (g_cpu_rings) return SamplerKind::kPerfEvent;  // its events are inherited ones, its records in the CPU rings
   t->rng = now_mono() ^ (static_cast<uint64_t>(t->tid) << 32);
   t->period_ns = random_period(t);

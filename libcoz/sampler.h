@@ -55,8 +55,8 @@ uint64_t sample_period_ns();
 
 enum class SamplerKind { kNone, kPerfEvent, kTimer };
 
-// Starts sampling the calling thread. Returns which sampler is used; on
-// kNone, *why holds the reason.
+// Starts sampling the calling thread, whose id t->tid holds. Returns which
+// sampler is used; on kNone, *why holds the reason.
 SamplerKind sampler_start(ThreadState* t, std::string* why);
 void sampler_stop(ThreadState* t);
 // After fork, in the child: release the parent thread's descriptors without
