@@ -7,6 +7,7 @@
 //   self   - waits on its own (time, I/O): pays its debt after it wakes
 // Logic lives in runtime.cpp and delays.cpp, never here.
 #include <errno.h>
+#include <link.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
@@ -30,6 +31,7 @@
 
 #include "real.h"
 #include "fds.h"
+#include "loaded_objects.h"
 #include "runtime.h"
 #include "sync_hooks.h"
 #include "waits.h"
@@ -200,6 +202,7 @@ COZ_REAL_FN(lockf, nullptr)
 COZ_REAL_FN(fcntl, nullptr)
 COZ_REAL_FN(fcntl64, nullptr)
 COZ_REAL_FN(_Exit, nullptr)
+COZ_REAL_FN(dl_iterate_phdr, nullptr)
 
 // ---- threads ----
 
@@ -850,6 +853,15 @@ COZ_EXPORT long syscall(long n, ...) {
 // dlopen is not interposed: glibc searches a library's RUNPATH from the
 // object that called dlopen, which a wrapper would replace with libcoz. The
 // profiler thread notices new libraries itself (dl_iterate_phdr's counters).
+
+// Unchanged for the program and the profiler thread. libunwind's lookups
+// in program threads (the sample handler, a contended lock's stack) are
+// answered from the runtime's published copy instead, without the loader's
+// lock, which the thread may be in the middle of taking (loaded_objects.h).
+COZ_EXPORT int dl_iterate_phdr(int (*callback)(dl_phdr_info*, size_t, void*), void* data) {
+  if (coz::tls_objects_from_copy) return coz::iterate_published_objects(callback, data);
+  return real_dl_iterate_phdr()(callback, data);
+}
 
 // Exit without atexit handlers: write the final records first.
 COZ_EXPORT void _exit(int status) {

@@ -26,6 +26,7 @@
 #include "counters.h"
 #include "experiment.h"
 #include "line_map.h"
+#include "loaded_objects.h"
 #include "profile_writer.h"
 #include "progress.h"
 #include "rawlog.h"
@@ -208,25 +209,16 @@ void scan_objects() {
   Locked g(g_objects_lock);
   Dl_info self;
   dladdr(reinterpret_cast<void*>(&scan_objects), &self);
-  struct Ctx {
-    const char* self_name;
-    bool changed;
-    bool first;
-  } ctx{self.dli_fname, false, true};
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, size_t, void* data) -> int {
-        Ctx* c = static_cast<Ctx*>(data);
-        bool is_main = c->first;
-        c->first = false;
-        const char* name = info->dlpi_name ? info->dlpi_name : "";
-        if (!is_main && (!*name || strstr(name, "linux-vdso") || strstr(name, "linux-gate"))) return 0;
-        if (c->self_name && strcmp(name, c->self_name) == 0) return 0;
-        if (!g_seen_objects->insert(info->dlpi_addr).second) return 0;
-        if (g_lines->add_object(is_main ? "" : name, info->dlpi_addr, is_main)) c->changed = true;
-        return 0;
-      },
-      &ctx);
-  if (ctx.changed) shared().scope.store(make_range_set(g_lines->attributable_ranges()), std::memory_order_release);
+  bool changed = false;
+  for (const LoadedObject& o : loaded_objects()) {
+    const char* name = o.name.c_str();
+    if (!o.is_main && (!*name || strstr(name, "linux-vdso") || strstr(name, "linux-gate"))) continue;
+    if (self.dli_fname && strcmp(name, self.dli_fname) == 0) continue;
+    if (!g_seen_objects->insert(o.bias).second) continue;
+    if (g_lines->add_object(o.is_main ? "" : o.name, o.bias, o.is_main)) changed = true;
+  }
+  publish_loaded_objects();  // for libunwind in program threads
+  if (changed) shared().scope.store(make_range_set(g_lines->attributable_ranges()), std::memory_order_release);
 }
 
 // --- signals ----------------------------------------------------------------
@@ -441,33 +433,29 @@ std::string output_name(const Config& c, bool root) {
 // PT_NOTE segments; empty when it has none.
 std::string main_build_id() {
   std::string out;
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, size_t, void* data) -> int {
-        std::string* hex = static_cast<std::string*>(data);
-        for (int i = 0; i < info->dlpi_phnum; i++) {
-          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-          if (ph.p_type != PT_NOTE) continue;
-          const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
-          const char* end = p + ph.p_memsz;
-          while (p + sizeof(ElfW(Nhdr)) <= end) {
-            const ElfW(Nhdr)* n = reinterpret_cast<const ElfW(Nhdr)*>(p);
-            const char* name = p + sizeof *n;
-            const unsigned char* desc = reinterpret_cast<const unsigned char*>(name + ((n->n_namesz + 3) & ~3u));
-            if (reinterpret_cast<const char*>(desc) + n->n_descsz > end) break;
-            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
-              static const char digits[] = "0123456789abcdef";
-              for (unsigned j = 0; j < n->n_descsz; j++) {
-                *hex += digits[desc[j] >> 4];
-                *hex += digits[desc[j] & 15];
-              }
-              return 1;
-            }
-            p = reinterpret_cast<const char*>(desc) + ((n->n_descsz + 3) & ~3u);
-          }
+  std::vector<LoadedObject> objects = loaded_objects();
+  if (objects.empty()) return out;
+  const LoadedObject& main = objects.front();  // the main program never unloads: its notes stay mapped
+  for (const ElfW(Phdr)& ph : main.phdrs) {
+    if (ph.p_type != PT_NOTE) continue;
+    const char* p = reinterpret_cast<const char*>(main.bias + ph.p_vaddr);
+    const char* end = p + ph.p_memsz;
+    while (p + sizeof(ElfW(Nhdr)) <= end) {
+      const ElfW(Nhdr)* n = reinterpret_cast<const ElfW(Nhdr)*>(p);
+      const char* name = p + sizeof *n;
+      const unsigned char* desc = reinterpret_cast<const unsigned char*>(name + ((n->n_namesz + 3) & ~3u));
+      if (reinterpret_cast<const char*>(desc) + n->n_descsz > end) break;
+      if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
+        static const char digits[] = "0123456789abcdef";
+        for (unsigned j = 0; j < n->n_descsz; j++) {
+          out += digits[desc[j] >> 4];
+          out += digits[desc[j] & 15];
         }
-        return 1;  // the first object is the main program
-      },
-      &out);
+        return out;
+      }
+      p = reinterpret_cast<const char*>(desc) + ((n->n_descsz + 3) & ~3u);
+    }
+  }
   return out;
 }
 

@@ -26,6 +26,7 @@
 
 #include "clock.h"
 #include "delays.h"
+#include "loaded_objects.h"
 #include "fds.h"
 #include "unwind.h"
 #include "sys.h"
@@ -116,6 +117,7 @@ bool unwind_context(void* uc_void, Sample* smp) {
   uint32_t flags = smp->flags;
   smp->n = 0;
   smp->flags &= ~kSampleTruncated;
+  ObjectsFromCopy no_loader_lock;  // loaded_objects.h: the thread may be inside the loader's lock
   unw_cursor_t cursor;
   if (unw_init_local2(&cursor, static_cast<unw_context_t*>(uc_void), UNW_INIT_SIGNAL_FRAME) != 0) {
     smp->n = kept;

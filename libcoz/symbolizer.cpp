@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "debuginfo.h"
+#include "loaded_objects.h"
 
 namespace coz {
 
@@ -64,23 +65,15 @@ struct Symbolizer::Impl {
 
   void refresh() {
     objects.clear();
-    dl_iterate_phdr(
-        [](dl_phdr_info* info, size_t, void* data) -> int {
-          auto* self = static_cast<Impl*>(data);
-          auto o = std::make_unique<Object>();
-          const char* name = info->dlpi_name ? info->dlpi_name : "";
-          o->is_main = self->objects.empty();
-          o->path = *name ? name : (o->is_main ? self_exe() : "");
-          o->bias = info->dlpi_addr;
-          for (int i = 0; i < info->dlpi_phnum; i++) {
-            const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-            if (ph.p_type == PT_LOAD && ph.p_memsz)
-              o->segments.push_back({info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_memsz});
-          }
-          self->objects.push_back(std::move(o));
-          return 0;
-        },
-        this);
+    for (const LoadedObject& lo : loaded_objects()) {
+      auto o = std::make_unique<Object>();
+      o->is_main = lo.is_main;
+      o->path = !lo.name.empty() ? lo.name : (o->is_main ? self_exe() : "");
+      o->bias = lo.bias;
+      for (const ElfW(Phdr)& ph : lo.phdrs)
+        if (ph.p_type == PT_LOAD && ph.p_memsz) o->segments.push_back({lo.bias + ph.p_vaddr, lo.bias + ph.p_vaddr + ph.p_memsz});
+      objects.push_back(std::move(o));
+    }
   }
 
   Object* find(uintptr_t pc) {

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "loaded_objects.h"
+
 #if COZ_HAVE_LIBUNWIND
 // Not UNW_LOCAL_ONLY: the local-only library refuses address spaces of
 // one's own (unw_create_addr_space returns null there).
@@ -28,17 +30,10 @@ struct Segments {
 
   void refresh() {
     ranges.clear();
-    dl_iterate_phdr(
-        [](dl_phdr_info* info, size_t, void* data) -> int {
-          auto* self = static_cast<Segments*>(data);
-          for (int i = 0; i < info->dlpi_phnum; i++) {
-            const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-            if (ph.p_type == PT_LOAD && ph.p_memsz && (ph.p_flags & self->flag))
-              self->ranges.emplace_back(info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_filesz);
-          }
-          return 0;
-        },
-        this);
+    for (const LoadedObject& o : loaded_objects())
+      for (const ElfW(Phdr)& ph : o.phdrs)
+        if (ph.p_type == PT_LOAD && ph.p_memsz && (ph.p_flags & flag))
+          ranges.emplace_back(o.bias + ph.p_vaddr, o.bias + ph.p_vaddr + ph.p_filesz);
     std::sort(ranges.begin(), ranges.end());
   }
 

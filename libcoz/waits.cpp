@@ -17,6 +17,7 @@
 
 #include "clock.h"
 #include "delays.h"
+#include "loaded_objects.h"
 #include "runtime.h"
 #include "sampler.h"
 #include "sys.h"
@@ -124,6 +125,7 @@ uint32_t call_stack(uintptr_t* pcs, uint32_t max, bool* truncated) {
   RuntimeGuard guard;  // libunwind's own locks are not waits of the program
 #if COZ_HAVE_LIBUNWIND
   const OwnText& own = own_text();
+  ObjectsFromCopy no_loader_lock;  // loaded_objects.h: the thread may hold a lock the loader's holder waits for
   unw_context_t ctx;
   unw_cursor_t cursor;
   if (unw_getcontext(&ctx) != 0 || unw_init_local(&cursor, &ctx) != 0) return 0;

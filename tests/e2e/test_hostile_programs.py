@@ -158,6 +158,22 @@ def test_program_with_its_own_malloc(tmp_path):
     assert any(r["type"] == "experiment" for r in recs)
 
 
+def test_program_whose_malloc_walks_the_loaded_objects(tmp_path):
+    # Its malloc calls dl_iterate_phdr while holding its own lock, as a heap
+    # profiler taking a backtrace does. When the runtime took the loader's
+    # lock in program threads (libunwind in the sample handler) or allocated
+    # under it (the profiler thread's symbolizer), 5 runs in 8 of this
+    # program hung for good; the plain own-malloc program above, 1 in ~300.
+    exe = build_program("hostile_alloc", tmp_path, flags=("-g", "-O1", "-DOWN_MALLOC", "-DWALK_IN_MALLOC"))
+    for run in range(3):
+        plain, profiled = run_both([exe], profile=tmp_path / f"p{run}.coz", timeout=30)
+        assert plain.returncode == 0 and b"own malloc calls all" in plain.stdout
+        assert_same_behaviour(plain, profiled)
+        recs = records(tmp_path / f"p{run}.coz")
+        assert recs[-1]["type"] == "shutdown"
+        assert any(r["type"] == "experiment" for r in recs)
+
+
 def test_static_program_is_refused_clearly(tmp_path):
     exe = build_program("hostile_alloc", tmp_path, flags=("-g", "-O1", "-static"))
     r = coz_run(FAST, [exe])

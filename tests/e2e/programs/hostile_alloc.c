@@ -1,7 +1,12 @@
 /* Allocation-heavy threads, for running beside a preloaded allocator
  * (jemalloc, tcmalloc) or, built with -DOWN_MALLOC, with the program's own
  * malloc/free/calloc/realloc (a bump allocator) that the runtime must use
- * without trouble. */
+ * without trouble. With -DWALK_IN_MALLOC as well, its malloc also walks the
+ * loaded objects while it holds its lock, as a heap profiler taking a
+ * backtrace does: the loader's lock is then taken inside the malloc lock on
+ * every call, so that a runtime that allocated under the loader's lock
+ * would hang at once instead of now and then. */
+#define _GNU_SOURCE /* dl_iterate_phdr */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +15,14 @@
 #ifdef OWN_MALLOC
 #include <stdint.h>
 #include <sys/mman.h>
+#ifdef WALK_IN_MALLOC
+#include <link.h>
+static int count_object(struct dl_phdr_info* info, size_t size, void* data) {
+  (void)info, (void)size;
+  ++*(int*)data;
+  return 0;
+}
+#endif
 #include <unistd.h>
 
 static char* arena;
@@ -21,6 +34,10 @@ static unsigned long own_calls;
 void* malloc(size_t n) {
   /* a spin on a lock-free counter would do too; this lock is the program's */
   pthread_mutex_lock(&arena_lock);
+#ifdef WALK_IN_MALLOC
+  int objects = 0;
+  dl_iterate_phdr(count_object, &objects);
+#endif
   if (!arena) {
     arena = mmap(NULL, arena_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (arena == MAP_FAILED) {
