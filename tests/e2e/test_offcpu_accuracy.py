@@ -3,7 +3,9 @@ inputs for a wait, and the predictions for the waits of the known-answer
 programs of benchmarks/, against answers measured by the run itself (never
 assumed)."""
 
+import json
 import os
+import subprocess
 
 import pytest
 
@@ -150,8 +152,22 @@ def test_pipe_reader_predicts_its_share_of_waiting_for_the_writer(tmp_path):
     on_path("offcpu_pipe", "READ", ["items=1200"], "io", tmp_path, tol=TOL_TIMED_WAIT)
 
 
+def iters_for(exe, seconds, trial=200, floor=1500):
+    """How many iterations of a benchmark take about `seconds` here: timed
+    from a short plain run of its own (an fsync costs what this disk makes
+    it cost, from 0.1 ms to several)."""
+    r = subprocess.run([exe, f"iters={trial}"], capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+    elapsed = json.loads(r.stdout.decode().splitlines()[-1])["elapsed_s"]
+    return max(floor, int(trial * seconds / max(elapsed, 1e-3)))
+
+
 def test_fsync_predicts_its_share(tmp_path):
-    on_path("offcpu_fsync", "FSYNC", ["iters=1500"], "io", tmp_path, low=0.1, high=0.97)
+    # Sized by time, not by a count: on a disk whose fsync took 0.7 ms, 1500
+    # iterations made a 1.6 s run with 6 sped-up experiments, whose slope
+    # (+0.22 against a share of 0.67) said more about chance than the fsync.
+    iters = iters_for(bench_program("offcpu_fsync", tmp_path), 6.0)  # in the directory the profiled run uses
+    on_path("offcpu_fsync", "FSYNC", [f"iters={iters}"], "io", tmp_path, low=0.1, high=0.97)
 
 
 def test_lock_wait_for_a_long_critical_section_predicts_its_share(tmp_path):
