@@ -413,6 +413,7 @@ void Profiler::write_locks() {
     l->kind = lock_kind_name(t.kind);
     l->site = site_name(t.init_site ? t.init_site : t.first_site);
     l->all.acquisitions = t.all.acquisitions;
+    l->all.acquisitions_sd = static_cast<uint64_t>(std::llround(std::sqrt(t.all.acquisitions_var)));
     l->all.contended = t.all.contended;
     l->all.wait_ns = t.all.wait_ns;
     l->all.hold_ns = static_cast<uint64_t>(static_cast<double>(t.all.hold_ticks) * locks_.ns_per_tick());
@@ -424,6 +425,7 @@ void Profiler::write_locks() {
       LockSiteRecord x;
       x.site = site_name(s.first);
       x.acquisitions = s.second.acquisitions;
+      x.acquisitions_sd = static_cast<uint64_t>(std::llround(std::sqrt(s.second.acquisitions_var)));
       x.contended = s.second.contended;
       x.wait_ns = s.second.wait_ns;
       x.hold_ns = static_cast<uint64_t>(static_cast<double>(s.second.hold_ticks) * locks_.ns_per_tick());

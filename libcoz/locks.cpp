@@ -57,16 +57,19 @@ uint64_t mix(uintptr_t a, uintptr_t b) {
 // in (0, 1] is geometric, P(countdown > j) = (1 - p)^j: every acquisition
 // is timed with probability p = 1/kHoldSampleEvery whatever came before.
 // log() of u > 0 neither allocates nor sets errno.
-__attribute__((noinline)) void draw_countdown(LockTable* tab) {
+uint64_t draw_geometric(LockTable* tab, uint64_t mean) {
   uint64_t x = tab->rng;
   x ^= x << 13;
   x ^= x >> 7;
   x ^= x << 17;
   tab->rng = x;
   double u = static_cast<double>((x >> 11) + 1) * 0x1.0p-53;  // (0, 1]
-  double log_keep = std::log1p(-1.0 / static_cast<double>(kHoldSampleEvery));  // (no guarded static here)
-  tab->countdown = 1 + static_cast<uint64_t>(std::log(u) / log_keep);
+  double log_keep = std::log1p(-1.0 / static_cast<double>(mean));  // (no guarded static here)
+  return 1 + static_cast<uint64_t>(std::log(u) / log_keep);
 }
+__attribute__((noinline)) void draw_countdown(LockTable* tab) { tab->countdown = draw_geometric(tab, kHoldSampleEvery); }
+// The acquisition sampler's, the same way with p = 1/kAcquisitionSampleEvery.
+void draw_acq_countdown(LockTable* tab) { tab->acq_countdown = draw_geometric(tab, kAcquisitionSampleEvery); }
 
 __attribute__((noinline)) LockTable* new_table(ThreadState* t) {
   // The table comes from mmap, never from malloc: the hook may run inside
@@ -131,7 +134,8 @@ inline LockCounts* find_counts(LockTable* tab, LockKind kind, uintptr_t object, 
   if (uint64_t free = ~word & kHighs)  // slots fill in order and are never freed
     return new_slot(tab, b + __builtin_ctzll(free) / 8, tag, kind, object, caller);
   // Full around here: counted per call site only (a million locks of one
-  // site stay a few entries).
+  // site stay a few entries), and the acquisition sampler starts.
+  tab->overflowed = true;
   LockCounts& f = tab->folded[mix(caller, 0) % LockTable::kFolded];
   if (f.caller == caller || f.object.load(std::memory_order_relaxed)) return &f;  // (a collision: with that site)
   return new_folded(&f, kind, caller);
@@ -157,15 +161,16 @@ namespace {
 // A hold begins (`acquisitions`: the slot's count, this one included):
 // timed when contended or among the slot's first, else when the sampler
 // says so.
+// An acquisition the acquisition sampler counted (`weight` > 1) has its
+// hold timed too, standing for as many.
 inline void begin_hold(LockTable* tab, LockCounts* c, uintptr_t object, uint64_t acquisitions, bool contended,
-                       LockClock clock) {
-  bool sampled = false;
-  if (!contended && acquisitions > kExactHolds) {
+                       LockClock clock, uint64_t weight = 1) {
+  if (weight == 1 && !contended && acquisitions > kExactHolds) {
     if (--tab->countdown != 0) return;
     draw_countdown(tab);
-    sampled = true;
+    weight = kHoldSampleEvery;
   }
-  if (tab->nheld < LockTable::kHeld) tab->held[tab->nheld++] = {object, clock(), c, sampled};
+  if (tab->nheld < LockTable::kHeld) tab->held[tab->nheld++] = {object, clock(), c, weight};
 }
 
 inline uint64_t count_acquisition(LockCounts* c) {
@@ -178,13 +183,21 @@ inline uint64_t count_acquisition(LockCounts* c) {
 void seed_lock_sampler(LockTable* table, uint64_t seed) {
   table->rng = seed ? seed : 0x2545f4914f6cdd1dull;  // xorshift's one forbidden state
   draw_countdown(table);
+  draw_acq_countdown(table);
 }
 
 void lock_acquired_slow(ThreadState* t, LockKind kind, const void* object, uintptr_t caller, bool contended,
-                        uint64_t waited_ns, LockClock clock) {
+                        uint64_t waited_ns, LockClock clock, bool sampled) {
   LockTable* tab = table_of(t);
   if (!tab) return;
   LockCounts* c = counts_for(tab, kind, reinterpret_cast<uintptr_t>(object), caller);
+  if (sampled) {
+    draw_acq_countdown(tab);
+    bump(c->sampled_acquisitions);
+    if (lock_kind_holds(kind))
+      begin_hold(tab, c, reinterpret_cast<uintptr_t>(object), 0, false, clock, kAcquisitionSampleEvery);
+    return;
+  }
   uint64_t n = count_acquisition(c);
   if (contended) {
     bump(c->contended);
@@ -201,12 +214,14 @@ void lock_released_slow(LockTable* tab, const void* object, LockClock clock) {
     uint64_t now = clock();
     const LockTable::Held& h = tab->held[i];
     uint64_t ticks = now > h.since ? now - h.since : 0;
-    if (h.sampled) {
-      bump(h.counts->sampled_hold_ticks, ticks);
+    if (h.weight > 1) {
+      bump(h.counts->weighted_hold_ticks, h.weight * ticks);
       bump(h.counts->sampled_holds);
-      std::atomic<double>& sq = h.counts->sampled_hold_sq;  // (one writer, as bump)
-      sq.store(sq.load(std::memory_order_relaxed) + static_cast<double>(ticks) * static_cast<double>(ticks),
-               std::memory_order_relaxed);
+      // Its share of the variance (Bernoulli sampling with p = 1/w,
+      // Horvitz-Thompson): (1 - p) / p^2 times its square, (w - 1) w t^2.
+      const double w = static_cast<double>(h.weight), t2 = static_cast<double>(ticks) * static_cast<double>(ticks);
+      std::atomic<double>& var = h.counts->hold_var;  // (one writer, as bump)
+      var.store(var.load(std::memory_order_relaxed) + (w - 1) * w * t2, std::memory_order_relaxed);
     } else {
       bump(h.counts->hold_ticks, ticks);
     }
@@ -251,25 +266,29 @@ uintptr_t lock_init_site(uintptr_t object) {
 }
 
 void LockSiteTotals::add(const LockCounts& c) {
-  acquisitions += c.acquisitions.load(std::memory_order_relaxed);
+  // Each sampled acquisition was counted with probability p = 1/k: scaled
+  // by k, the count estimates the passed-over ones' without bias
+  // (Horvitz-Thompson); its variance, (1 - p) / p^2 per counted one.
+  constexpr double k = static_cast<double>(kAcquisitionSampleEvery);
+  const uint64_t sampled_acq = c.sampled_acquisitions.load(std::memory_order_relaxed);
+  acquisitions += c.acquisitions.load(std::memory_order_relaxed) + kAcquisitionSampleEvery * sampled_acq;
+  acquisitions_var += (k - 1) * k * static_cast<double>(sampled_acq);
   contended += c.contended.load(std::memory_order_relaxed);
   wait_ns += c.wait_ns.load(std::memory_order_relaxed);
-  // Each sampled hold was timed with probability 1/kHoldSampleEvery: scaled
-  // by its inverse, the sum estimates the untimed ones' without bias.
-  hold_ticks += c.hold_ticks.load(std::memory_order_relaxed) +
-                kHoldSampleEvery * c.sampled_hold_ticks.load(std::memory_order_relaxed);
+  // Each sampled hold was timed with probability 1/w (w = kHoldSampleEvery,
+  // or kAcquisitionSampleEvery for the acquisition sampler's): scaled by w,
+  // the sum estimates the untimed ones' without bias; hold_var sums their
+  // shares of its variance.
+  hold_ticks += c.hold_ticks.load(std::memory_order_relaxed) + c.weighted_hold_ticks.load(std::memory_order_relaxed);
   sampled_holds += c.sampled_holds.load(std::memory_order_relaxed);
-  // Its variance (Bernoulli sampling with p = 1/k, Horvitz-Thompson):
-  // (1 - p) / p * (the sum of every untimed hold's square), which the timed
-  // ones estimate as k times theirs: (k - 1) k * their sum of squares.
-  constexpr double k = static_cast<double>(kHoldSampleEvery);
-  hold_var += (k - 1) * k * c.sampled_hold_sq.load(std::memory_order_relaxed);
+  hold_var += c.hold_var.load(std::memory_order_relaxed);
   trylocks += c.trylocks.load(std::memory_order_relaxed);
   trylock_failures += c.trylock_failures.load(std::memory_order_relaxed);
 }
 
 void LockSiteTotals::add(const LockSiteTotals& s) {
   acquisitions += s.acquisitions;
+  acquisitions_var += s.acquisitions_var;  // (independent samplings: variances add)
   contended += s.contended;
   wait_ns += s.wait_ns;
   hold_ticks += s.hold_ticks;

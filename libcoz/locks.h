@@ -8,8 +8,17 @@
 // memory stays bounded whatever the number of distinct locks. The profiler
 // thread merges the tables off the hot path.
 //
-// Exact and estimated. Acquisitions, contended acquisitions, waits, try-lock
-// calls and failures and threads are counted exactly. Hold times are timed
+// Exact and estimated. Contended acquisitions, waits, try-lock calls and
+// failures are counted exactly; so are acquisitions and threads, until a
+// thread's table overflows (more (object, call site) pairs than a bucket
+// holds: thousands of locks). From then on, that thread's uncontended
+// acquisitions of any lock but the one it took last are counted one in
+// kAcquisitionSampleEvery at random (a geometric countdown), each standing
+// for kAcquisitionSampleEvery, their holds timed: counting each of them
+// cost a table lookup (about 10 ns, as much as the lock itself), and the
+// acquisitions of such a table's extra locks are folded per call site
+// anyway. Such counts are estimates, with their standard error
+// (acquisitions_sd). Hold times are timed
 // (two time-stamp counter reads and an entry of the held table) for every
 // contended acquisition, for the first kExactHolds acquisitions of each
 // slot, and for a random one in kHoldSampleEvery of the others: each of
@@ -54,15 +63,19 @@ struct LockCounts {
   std::atomic<uintptr_t> site{0};    // call site: the first in-scope frame (the caller when none is)
   LockKind kind = LockKind::kMutex;
   std::atomic<uint64_t> acquisitions{0}, contended{0}, wait_ns{0}, trylocks{0}, trylock_failures{0};
-  std::atomic<uint64_t> hold_ticks{0};          // holds timed with certainty (contended, or among the first)
-  std::atomic<uint64_t> sampled_hold_ticks{0};  // holds timed by the sampler, each standing for kHoldSampleEvery
-  std::atomic<uint64_t> sampled_holds{0};       // how many of those
-  std::atomic<double> sampled_hold_sq{0};       // the sum of their squares (ticks^2): the estimate's variance
+  std::atomic<uint64_t> sampled_acquisitions{0};  // counted by the acquisition sampler: each stands for kAcquisitionSampleEvery
+  std::atomic<uint64_t> hold_ticks{0};            // holds timed with certainty (contended, or among the first)
+  std::atomic<uint64_t> weighted_hold_ticks{0};   // sampled holds, each times its weight (1 / its chance of being timed)
+  std::atomic<uint64_t> sampled_holds{0};         // how many of those
+  std::atomic<double> hold_var{0};                // the sum of (w - 1) w ticks^2 over them: the estimate's variance
 };
 
 // Hold-time sampling (see the header comment).
 constexpr uint64_t kHoldSampleEvery = 64;  // mean acquisitions per timed one, beyond the exact ones
 constexpr uint64_t kExactHolds = 64;       // acquisitions of a slot whose holds are all timed
+// Acquisition sampling (see the header comment): the mean number of
+// uncontended acquisitions per counted one, in a thread whose table overflowed.
+constexpr uint64_t kAcquisitionSampleEvery = 64;
 
 // A thread's table (allocated at its first synchronization call).
 struct LockTable {
@@ -77,6 +90,10 @@ struct LockTable {
   // The sampler: acquisitions (not timed with certainty) left before the
   // next timed one, drawn geometric with mean kHoldSampleEvery.
   uint64_t countdown = 1;
+  // The acquisition sampler, once `overflowed`: uncontended acquisitions
+  // (not of the latest slot) left before the next counted one.
+  uint64_t acq_countdown = 1;
+  bool overflowed = false;  // an (object, caller) pair has been folded
   uint64_t rng = 0;  // xorshift64 state, never 0
   uint32_t nheld = 0;
   std::atomic<uint32_t> used{0};
@@ -87,7 +104,7 @@ struct LockTable {
     uintptr_t object;
     uint64_t since;  // ticks
     LockCounts* counts;
-    bool sampled;  // timed by the sampler (scaled when merged), not with certainty
+    uint64_t weight;  // 1: timed with certainty; else sampled, standing for this many
   } held[kHeld];
 };
 // Reseeds a table's sampler and draws its countdown (new tables are seeded
@@ -112,12 +129,14 @@ inline bool lock_kind_holds(LockKind k) {
 // it did not wait). `clock` reads the time of hold times (tests give
 // synthetic ones); it is called only for the holds timed.
 //
-// The common case is inline: the thread takes the lock it took last, does
-// not wait, and the hold is not timed; it costs one count and the sampler's
-// countdown. Everything else is the out-of-line *_slow (locks.cpp).
+// The common cases are inline: the thread takes the lock it took last, does
+// not wait, and the hold is not timed (one count and the hold sampler's
+// countdown); or its table overflowed and the acquisition sampler passes
+// this one over (its countdown). Everything else is the out-of-line *_slow
+// (locks.cpp).
 using LockClock = uint64_t (*)();
 void lock_acquired_slow(ThreadState* t, LockKind kind, const void* object, uintptr_t caller, bool contended,
-                        uint64_t waited_ns, LockClock clock);
+                        uint64_t waited_ns, LockClock clock, bool sampled = false);
 void lock_released_slow(LockTable* tab, const void* object, LockClock clock);
 
 inline void lock_acquired(ThreadState* t, LockKind kind, const void* object, uintptr_t caller, bool contended,
@@ -131,6 +150,12 @@ inline void lock_acquired(ThreadState* t, LockKind kind, const void* object, uin
       if (lock_kind_holds(kind)) tab->countdown--;
       return;
     }
+  }
+  if (tab && !contended && tab->overflowed && (tab->last_object != reinterpret_cast<uintptr_t>(object) ||
+                                               tab->last_caller != caller)) {
+    if (--tab->acq_countdown != 0) return;  // estimated from the ones counted
+    lock_acquired_slow(t, kind, object, caller, false, 0, clock, true);
+    return;
   }
   lock_acquired_slow(t, kind, object, caller, contended, waited_ns, clock);
 }
@@ -147,13 +172,15 @@ void lock_initialized(const void* object, uintptr_t caller);
 
 // The profiler thread's merge of every table.
 struct LockSiteTotals {
-  // hold_ticks: the estimate, timed holds plus the sampled ones scaled by
-  // kHoldSampleEvery; sampled_holds: how many holds that estimate rests on
-  // besides the ones timed with certainty (0: exact); hold_var: the
-  // estimated variance of hold_ticks (ticks^2; 0 when exact).
+  // acquisitions: the estimate, counted ones plus the sampled ones scaled
+  // by kAcquisitionSampleEvery; acquisitions_var: its estimated variance
+  // (0 when exact). hold_ticks: the estimate, timed holds plus the sampled
+  // ones scaled by their weights; sampled_holds: how many holds that
+  // estimate rests on besides the ones timed with certainty (0: exact);
+  // hold_var: the estimated variance of hold_ticks (ticks^2; 0 when exact).
   uint64_t acquisitions = 0, contended = 0, wait_ns = 0, hold_ticks = 0, trylocks = 0, trylock_failures = 0;
   uint64_t sampled_holds = 0;
-  double hold_var = 0;
+  double acquisitions_var = 0, hold_var = 0;
   void add(const LockCounts& c);
   void add(const LockSiteTotals& s);
 };

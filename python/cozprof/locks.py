@@ -52,6 +52,8 @@ CATEGORIES = ("improper-granularity", "asymmetric-contention", "over-synchroniza
               "improper-primitive", "load-imbalance")
 
 _COUNTERS = ("acquisitions", "contended", "wait_ns", "hold_ns", "trylocks", "trylock_failures")
+# The estimates' standard errors (0: exact), added as variances.
+_ERRORS = ("acquisitions_sd", "hold_sd_ns")
 
 
 # -- choosing the run --------------------------------------------------------
@@ -111,12 +113,17 @@ def _counters(rec):
     for k in _COUNTERS:
         v = rec.get(k, 0)
         out[k] = v if (type(v) is int or type(v) is float) and v > 0 else 0
+    for k in _ERRORS:
+        v = rec.get(k, 0)
+        out[k + "_var"] = v * v if (type(v) is int or type(v) is float) and v > 0 else 0
     return out
 
 
 def _add(into, c):
     for k in _COUNTERS:
         into[k] += c[k]
+    for k in _ERRORS:  # independent samplings: variances add
+        into[k + "_var"] = into.get(k + "_var", 0) + c.get(k + "_var", 0)
 
 
 def figures(c, elapsed_ns, threads=1):
@@ -127,6 +134,7 @@ def figures(c, elapsed_ns, threads=1):
     users = max(1, threads)
     return {
         "acquisitions": acq,
+        "acquisitions_sd": math.sqrt(c.get("acquisitions_sd_var", 0)),
         "frequency": acq / elapsed_s if elapsed_s > 0 else 0.0,
         "contended": cont,
         "contention": cont / acq if acq else 0.0,
@@ -136,6 +144,7 @@ def figures(c, elapsed_ns, threads=1):
         "waiting_share": c["wait_ns"] / (users * elapsed_ns) if elapsed_ns > 0 else 0.0,
         "wait_per_acquisition_ns": c["wait_ns"] / acq if acq else 0.0,
         "hold_ns": c["hold_ns"],
+        "hold_sd_ns": math.sqrt(c.get("hold_sd_ns_var", 0)),
         "mean_hold_ns": c["hold_ns"] / acq if acq else 0.0,
         "hold_share": c["hold_ns"] / elapsed_ns if elapsed_ns > 0 else 0.0,
         "trylocks": c["trylocks"],

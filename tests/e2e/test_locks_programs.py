@@ -127,8 +127,11 @@ def test_cell_locks_around_two_instructions_are_improper_primitive(libcoz, tmp_p
     r = report(path)
     e = the_lock(r, "locks_primitive", "ADD")
     # 4096 cell locks, one family: every addition is one of its acquisitions,
-    # also those the runtime counted per site once its table was full.
-    assert e["figures"]["acquisitions"] == additions
+    # also those the runtime counted per site once its table was full; from
+    # then on counted one in 64 at random, each for 64 (docs/locks.md
+    # section 1): an estimate within its standard error.
+    sd = e["figures"]["acquisitions_sd"]
+    assert sd > 0 and abs(e["figures"]["acquisitions"] - additions) <= 5 * sd, (e["figures"], additions)
     assert e["objects"] > 1 and not e["single_thread"]
     site = e["sites"][0]["site"]
     assert [x["key"] for x in r["locks"] if any(s["site"] == site for s in x["sites"])] == [e["key"]]

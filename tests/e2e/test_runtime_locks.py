@@ -2,6 +2,7 @@
 lock and call site, acquisitions, contention, waiting and holding time,
 try-lock failures, threads; bounded memory; --locks-only."""
 
+import math
 import os
 import re
 import subprocess
@@ -111,13 +112,17 @@ def peak_rss(tmp_path, name, *args):
 def test_a_million_locks_of_one_site_stay_bounded(tmp_path):
     # Two threads lock each of 1,000,000 mutexes once from one call site (the
     # fluidanimate case): the counters keep a bounded number of locks, fold
-    # the rest per site, and lose no acquisition.
+    # the rest per site, and lose no acquisition: once a thread's table
+    # overflowed they count one in 64 at random, each for 64, so the total
+    # is an estimate within its standard error (docs/locks.md section 1).
     n = 1_000_000
     big, run = peak_rss(tmp_path, "big.coz", "many", "2", str(n))
     many = [l for l in run.locks["locks"] if any(s["site"] == marker("LOCK_MANY") for s in l["sites"])]
     folded = [f for f in run.locks["folded"] if f["site"] == marker("LOCK_MANY")]
     assert len(many) <= 2 * 256 and len(folded) == 1
-    assert sum(l["acquisitions"] for l in many) + sum(f["acquisitions"] for f in folded) == 2 * n
+    counted = sum(l["acquisitions"] for l in many) + sum(f["acquisitions"] for f in folded)
+    sd = math.sqrt(sum(x["acquisitions_sd"] ** 2 for x in many + folded))
+    assert sd > 0 and abs(counted - 2 * n) <= 5 * sd, (counted, sd)
     # Memory: the profiled run's peak grows from 10,000 locks to a million by
     # what the program itself grows (its array of mutexes, measured without
     # the runtime), plus far less than any per-lock state would take (16

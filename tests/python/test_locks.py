@@ -133,6 +133,24 @@ def test_simulated_threads_wait_their_turn():
 
 # -- figures and quadrants ----------------------------------------------------------------
 
+def test_estimated_counts_carry_their_error_summed_as_variances(tmp_path):
+    # Two locks of one family whose acquisitions the runtime sampled (a
+    # thread's table overflowed: docs/locks.md section 1), and one exact.
+    base = dict(contended=10, wait_ns=1000, hold_ns=50_000, trylocks=0, trylock_failures=0, threads=2)
+    recs = [lock_rec(1, dict(base, acquisitions=6400, acquisitions_sd=300, hold_sd_ns=4000)),
+            lock_rec(2, dict(base, acquisitions=12800, acquisitions_sd=400, hold_sd_ns=3000)),
+            lock_rec(3, dict(base, acquisitions=1000))]
+    for r in recs:
+        r["sites"] = [dict({"site": "/src/app.c:10"}, **{k: r.get(k, 0) for k in
+                                                          ("acquisitions", "contended", "wait_ns", "hold_ns",
+                                                           "trylocks", "trylock_failures")})]
+    fig = entry(analyse(write_profile(tmp_path / "p.coz", recs)), "mutex@/src/app.c:10")["figures"]
+    assert fig["acquisitions"] == 20200
+    assert fig["acquisitions_sd"] == pytest.approx(500.0)  # sqrt(300^2 + 400^2 + 0)
+    assert fig["hold_sd_ns"] == pytest.approx(5000.0)
+
+
+
 def test_figures_rates_and_means():
     c = {"acquisitions": 2000, "contended": 500, "wait_ns": 10**6, "hold_ns": 4 * 10**6,
          "trylocks": 40, "trylock_failures": 10}
@@ -804,8 +822,9 @@ def test_cli_json_schema(tmp_path, capsys):
         "single_thread", "quadrant", "asymmetry", "members_by_quadrant", "top_members", "sites",
         "category", "reason", "suggestion", "trylock", "critical_sections", "best_causal"}
     assert set(data["locks"][0]["figures"]) == {
-        "acquisitions", "frequency", "contended", "contention", "wait_ns", "mean_wait_ns", "wait_share",
-        "waiting_share", "wait_per_acquisition_ns", "hold_ns", "mean_hold_ns", "hold_share", "trylocks",
+        "acquisitions", "acquisitions_sd", "frequency", "contended", "contention", "wait_ns", "mean_wait_ns",
+        "wait_share", "waiting_share", "wait_per_acquisition_ns", "hold_ns", "hold_sd_ns", "mean_hold_ns",
+        "hold_share", "trylocks",
         "trylock_failures", "trylock_failure_rate", "trylock_frequency"}
     assert set(data["load_imbalance"]) == {"groups", "compared", "imbalanced", "spread", "slowest",
                                            "suggested", "hottest_line", "hottest_line_ns", "causal"}

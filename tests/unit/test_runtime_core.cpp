@@ -1211,16 +1211,21 @@ TEST(Locks, BeyondTheTableObjectsAreFoldedPerCallSite) {
   for (int& o : objs) {
     lock_acquired(&t, LockKind::kMutex, &o, 0x3001, false, 0);
     lock_released(&t, &o);
+    if (&o == &objs[0]) seed_lock_sampler(t.locks, 12345);  // the same draws in every run
   }
   LockMerger m;
   m.take(1, *t.locks, true);
   auto objects = m.objects();
   auto folded = m.folded();
   EXPECT_LE(objects.size(), static_cast<size_t>(LockTable::kSlots)) << "memory stays bounded";
-  uint64_t total = 0;
-  for (auto& kv : objects) total += kv.second.all.acquisitions;
-  for (auto& kv : folded) total += kv.second.all.acquisitions;
-  EXPECT_EQ(total, 20000u) << "nothing is lost, only folded";
+  // Nothing is lost, only folded; once the table overflowed, the
+  // acquisitions are counted one in kAcquisitionSampleEvery, each for as
+  // many (locks.h): the total is then an estimate within its error.
+  double total = 0, var = 0;
+  for (auto& kv : objects) total += static_cast<double>(kv.second.all.acquisitions), var += kv.second.all.acquisitions_var;
+  for (auto& kv : folded) total += static_cast<double>(kv.second.all.acquisitions), var += kv.second.all.acquisitions_var;
+  EXPECT_GT(var, 0.0);
+  EXPECT_LE(std::fabs(total - 20000), 5 * std::sqrt(var)) << total;
   ASSERT_EQ(folded.size(), 1u);
   EXPECT_EQ(folded.begin()->first, 0x3000u) << "folded by their call site";
   free_lock_table(t.locks);
