@@ -14,6 +14,10 @@ __attribute__((constructor)) void coz_start() { coz::runtime_init(); }
 // The counter behind COZ_PROGRESS / COZ_PROGRESS_NAMED / COZ_BEGIN / COZ_END.
 COZ_EXPORT coz_counter_layout* _coz_get_counter(int type, const char* name) {
   coz::RuntimeGuard guard;
+  // Without experiments, no count is ever read: the point stays a no-op, as
+  // without the profiler (a hot one shared by threads costs them a cache
+  // line passed back and forth at every increment).
+  if (!coz::progress_points_counted()) return nullptr;
   return coz::progress().counter(type, name);
 }
 // Custom synchronization: this thread is about to wait for another.

@@ -526,6 +526,8 @@ void* profiler_main(void*) {
 
 // --- public -------------------------------------------------------------------
 
+bool progress_points_counted() { return !g_config || !(g_config->sampling_only || g_config->locks_only); }
+
 void runtime_init() {
   int expected = kUninit;
   if (!g_state.compare_exchange_strong(expected, kStarting)) return;

@@ -28,6 +28,9 @@ struct RuntimeGuard {
 
 // Start-up, from the library constructor (idempotent).
 void runtime_init();
+// Whether progress points are counted: only where experiments read them
+// (not with --sampling-only or --locks-only).
+bool progress_points_counted();
 
 // The calling thread's state when its calls should carry delay hooks.
 inline ThreadState* hooked_thread() {
