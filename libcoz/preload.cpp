@@ -8,6 +8,10 @@
 namespace {
 // Shared libraries are initialized before the main program, so this runs
 // before the program's own constructors and sees the threads they create.
+// It may also run before the static initializers of the runtime's other
+// files, and it starts the profiler thread: so the runtime has none (every
+// global is constant-initialized or made on first use; tests/e2e/
+// test_runtime.py checks the library's symbols).
 __attribute__((constructor)) void coz_start() { coz::runtime_init(); }
 }  // namespace
 

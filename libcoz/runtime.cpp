@@ -195,7 +195,7 @@ void end_thread(void* arg) {
     // once the thread is gone (and its /proc entries with it).
     t->end_ns = now_mono();
     prctl(PR_GET_NAME, t->name);
-    t->migrations = thread_migrations(t->tid);
+    if (!sampler_cpu_rings()) t->migrations = thread_migrations(t->tid);  // else counted from the rings
     t->cpu_clock_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     tls_state = nullptr;
     t->state.store(2);

@@ -45,6 +45,13 @@ struct CpuRing {
   size_t len = 0;
 };
 std::vector<CpuRing>* g_cpu_rings = nullptr;  // null: threads sample themselves
+// The profiler thread's (take_cpu_records). On the heap: the runtime starts
+// that thread from its constructor, which may run before this file's static
+// initializers (a global map was constructed over the one in use).
+CpuMigrations& cpu_migrations() {
+  static CpuMigrations* m = new CpuMigrations();
+  return *m;
+}
 uint64_t g_cpu_rng = 0;
 std::atomic<pid_t> g_ignored_tid{0};
 
@@ -618,9 +625,11 @@ bool sampler_cpu_rings() { return g_cpu_rings != nullptr; }
 void sampler_ignore_thread(pid_t tid) { g_ignored_tid.store(tid); }
 
 void split_cpu_records(const std::vector<char>& raw_buf, const std::vector<RingSpan>& spans, pid_t ignored,
-                       std::vector<char>* out, std::vector<ThreadRecords>* chunks, uint64_t* lost) {
+                       std::vector<char>* out, std::vector<ThreadRecords>* chunks, uint64_t* lost,
+                       CpuMigrations* migrations) {
   struct Rec {
     pid_t tid;
+    uint32_t ring;
     uint64_t time;
     size_t at, size;  // in raw
   };
@@ -628,7 +637,8 @@ void split_cpu_records(const std::vector<char>& raw_buf, const std::vector<RingS
   recs.clear();
   const char* raw = raw_buf.data();
   RecordReader cr{raw, UINT64_MAX};
-  for (const RingSpan& span : spans) {
+  for (uint32_t ring = 0; ring < spans.size(); ring++) {
+    const RingSpan& span = spans[ring];
     for (size_t at = span.begin; at + sizeof(perf_event_header) <= span.end;) {
       perf_event_header hdr;
       cr.copy(at, &hdr, sizeof hdr);
@@ -648,7 +658,7 @@ void split_cpu_records(const std::vector<char>& raw_buf, const std::vector<RingS
       } else if (hdr.type == PERF_RECORD_LOST && blen >= 16) {
         *lost += cr.word(body + 8);  // id, lost
       }
-      if (keep && static_cast<pid_t>(tid) != ignored) recs.push_back({static_cast<pid_t>(tid), time, at, hdr.size});
+      if (keep && static_cast<pid_t>(tid) != ignored) recs.push_back({static_cast<pid_t>(tid), ring, time, at, hdr.size});
       at += hdr.size;
     }
   }
@@ -658,8 +668,18 @@ void split_cpu_records(const std::vector<char>& raw_buf, const std::vector<RingS
                    [](const Rec& a, const Rec& b) { return a.tid != b.tid ? a.tid < b.tid : a.time < b.time; });
   for (size_t i = 0; i < recs.size();) {
     ThreadRecords ch{recs[i].tid, out->size(), 0};
-    for (; i < recs.size() && recs[i].tid == ch.tid; i++)
+    uint32_t* last = nullptr;
+    if (migrations) {
+      auto ins = migrations->last_ring.emplace(ch.tid, recs[i].ring);  // its first record: no move yet
+      last = &ins.first->second;
+    }
+    for (; i < recs.size() && recs[i].tid == ch.tid; i++) {
+      if (last && *last != recs[i].ring) {
+        migrations->count++;
+        *last = recs[i].ring;
+      }
       out->insert(out->end(), raw + recs[i].at, raw + recs[i].at + recs[i].size);
+    }
     ch.size = out->size() - ch.offset;
     chunks->push_back(ch);
   }
@@ -676,10 +696,17 @@ void take_cpu_records(std::vector<char>* out, std::vector<ThreadRecords>* chunks
     take_ring(c.page, &raw);
     spans.push_back({base, raw.size()});
   }
-  split_cpu_records(raw, spans, g_ignored_tid.load(), out, chunks, lost);
+  split_cpu_records(raw, spans, g_ignored_tid.load(), out, chunks, lost, &cpu_migrations());
 }
 
-void sampler_forget_cpu_rings() { close_cpu_rings(); }
+uint64_t cpu_ring_migrations() { return cpu_migrations().count; }
+
+void cpu_ring_thread_ended(pid_t tid) { cpu_migrations().last_ring.erase(tid); }
+
+void sampler_forget_cpu_rings() {
+  close_cpu_rings();
+  cpu_migrations() = CpuMigrations();  // the child counts its own
+}
 
 uint64_t rerandomize_period(ThreadState* t) {
   uint64_t next = random_period(t);

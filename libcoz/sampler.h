@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "thread_state.h"
@@ -106,11 +107,24 @@ struct ThreadRecords {
 struct RingSpan {
   size_t begin, end;
 };
+// CPU migrations seen in the CPU rings: each time a thread's record comes
+// from another CPU's ring than its previous record (its switch in on the
+// CPU it moved to, after its switch out on the one it left).
+struct CpuMigrations {
+  std::unordered_map<pid_t, uint32_t> last_ring;  // per thread: the ring of its latest record
+  uint64_t count = 0;
+};
 // Splits them by thread, each thread's in time order, appended to *out (the
-// `ignored` thread's left out); counts the records the kernel lost.
-// (take_cpu_records' work, apart for tests.)
+// `ignored` thread's left out); counts the records the kernel lost, and the
+// migrations into *migrations (spans[i] is ring i, the same CPU at every
+// call). (take_cpu_records' work, apart for tests.)
 void split_cpu_records(const std::vector<char>& raw, const std::vector<RingSpan>& spans, pid_t ignored,
-                       std::vector<char>* out, std::vector<ThreadRecords>* chunks, uint64_t* lost);
+                       std::vector<char>* out, std::vector<ThreadRecords>* chunks, uint64_t* lost,
+                       CpuMigrations* migrations = nullptr);
+// The migrations the CPU rings have shown so far (the profiler thread's).
+uint64_t cpu_ring_migrations();
+// A thread has ended: its tid may come back for another thread.
+void cpu_ring_thread_ended(pid_t tid);
 // The CPU rings' pending records, split by thread (the ignored one left
 // out), appended to *out; counts the records the kernel lost.
 void take_cpu_records(std::vector<char>* out, std::vector<ThreadRecords>* chunks, uint64_t* lost);

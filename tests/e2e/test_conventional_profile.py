@@ -156,6 +156,41 @@ def test_stat_of_a_real_run(run):
     assert c["task_clock_ns"] >= 0.9 * (m["alpha_ns"] + m["beta_ns"] + m["gamma_ns"])
 
 
+@pytest.mark.parametrize("mode", [["--sampling-only"], []], ids=["cpu-rings", "per-thread"])
+def test_migrations_agree_with_the_kernels_count(tmp_path, libcoz, mode):
+    # The worker moves between two CPUs 200 times and reads the kernel's own
+    # count of its migrations (se.nr_migrations), as the main thread does.
+    # Sampling-only counts them from its per-CPU rings (a thread's record on
+    # another CPU's ring than its previous one); the per-thread sampler
+    # reads each thread's count at its end.
+    exe = build_program("migrate", tmp_path)
+    out = tmp_path / "m.coz"
+    r = coz_run(["-o", str(out), "--experiment-length", "50ms", *mode], [exe, "200"])
+    assert r.returncode == 0, r.stderr.decode()
+    measured = json.loads(r.stdout.decode().strip().splitlines()[-1])
+    if measured["cpus"] < 2:
+        pytest.skip("one CPU allowed: nothing to migrate to")
+    (run,) = profile.load([str(out)]).runs
+    kernel = measured["worker"] + measured["main"]
+    assert kernel >= 200
+    got = run.counters["migrations"]
+    # (the rings see a move only at the thread's next record: a thread
+    # placed on another CPU when it starts, before its first record, is not)
+    assert abs(got - kernel) <= max(3, 0.05 * kernel), (got, measured, run.startup.get("sampler"))
+
+
+def test_sampling_only_starts_and_ends_cleanly_again_and_again(tmp_path, libcoz):
+    # The profiler thread starts from the runtime's constructor, possibly
+    # before other files' static initializers: a global map of the CPU
+    # rings' migration count, constructed over the one already in use,
+    # crashed about one run in two of a program starting 3,000 threads.
+    exe = build_program("thread_churn", tmp_path)
+    for i in range(4):
+        r = coz_run(["-o", str(tmp_path / f"r{i}.coz"), "--sampling-only"], [exe, "3000"])
+        assert r.returncode == 0, (i, r.returncode, r.stderr.decode())
+        assert json.loads(r.stdout.decode().strip().splitlines()[-1])["threads"] == 3000
+
+
 def _pprof_rows(pprof, path, *extra):
     out = subprocess.run([pprof, "-top", "-nodecount=10000", *extra, str(path)],
                          capture_output=True, text=True, timeout=120)

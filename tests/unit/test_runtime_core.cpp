@@ -732,11 +732,26 @@ TEST(CpuRings, RecordsAreSplitByThreadInTimeOrderAcrossCpus) {
   std::vector<char> out;
   std::vector<ThreadRecords> chunks;
   uint64_t lost = 0;
-  split_cpu_records(raw, spans, 99, &out, &chunks, &lost);
+  CpuMigrations moved;
+  split_cpu_records(raw, spans, 99, &out, &chunks, &lost, &moved);
   EXPECT_EQ(lost, 5u);
   ASSERT_EQ(chunks.size(), 2u);
   EXPECT_EQ(chunks[0].tid, 10);
   EXPECT_EQ(chunks[1].tid, 20);
+  // Thread 10 moved from CPU 1 to CPU 0 once; thread 20 stayed; the
+  // ignored thread counts for nothing.
+  EXPECT_EQ(moved.count, 1u);
+  // At the next look, thread 20's first record on CPU 0 is a move; thread
+  // 10's on CPU 0 is not (it was there last); a new thread's first is not.
+  std::vector<char> raw2;
+  cpu_sample(&raw2, 20, 400, 1234, 0x2000);
+  cpu_sample(&raw2, 10, 410, 800, 0x3000);
+  cpu_sample(&raw2, 30, 420, 800, 0x4000);
+  std::vector<RingSpan> spans2 = {{0, raw2.size()}, {raw2.size(), raw2.size()}};
+  std::vector<char> out2;
+  std::vector<ThreadRecords> chunks2;
+  split_cpu_records(raw2, spans2, 99, &out2, &chunks2, &lost, &moved);
+  EXPECT_EQ(moved.count, 2u);
 
   // Thread 10's records, parsed as the profiler does: its switch out on
   // CPU 1 and in on CPU 0 pair up (50 ns preempted, on the sample after),
