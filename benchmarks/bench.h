@@ -11,6 +11,10 @@
  *   bench_report_parts() adds "parts": the seconds the run spent in named
  *   parts (a wait, a call), timed by the program itself, so that a script
  *   can tell how much shorter a part really got when an argument shortened it.
+ * - bench_report_schedstat(): a line {"schedstat": who, "run_ns", "wait_ns"}
+ *   with the calling thread's CPU time and its time runnable but waiting for
+ *   a CPU, as the scheduler counts them: for a process whose pace a test's
+ *   known answer rests on (a forked writer), whether other work held it up.
  *
  * Plain C, no dependency beyond libc and pthreads.
  */
@@ -22,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 /* LCG constants (Knuth's MMIX): distinctive, and the chain cannot be folded. */
 #define BENCH_SPIN(x, n)                                                    \
@@ -92,6 +98,24 @@ static inline double bench_thread_cpu(void) {
   struct timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The calling thread's /proc/thread-self/schedstat (run and run-queue wait,
+ * in ns) as one JSON line; nothing when the kernel does not keep it. Uses
+ * only open/read/write (a forked child of a threaded process may call it). */
+static inline void bench_report_schedstat(const char *who) {
+  char buf[128], line[192];
+  int fd = open("/proc/thread-self/schedstat", O_RDONLY);
+  if (fd < 0) return;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return;
+  buf[n] = 0;
+  unsigned long long run_ns = 0, wait_ns = 0;
+  if (sscanf(buf, "%llu %llu", &run_ns, &wait_ns) != 2) return;
+  int len = snprintf(line, sizeof line, "{\"schedstat\":\"%s\",\"run_ns\":%llu,\"wait_ns\":%llu}\n", who, run_ns,
+                     wait_ns);
+  if (len > 0 && write(1, line, (size_t)len) < 0) return;
 }
 
 /* bench_report with "parts": {"NAME": seconds, ...} (n names and values). */

@@ -10,6 +10,8 @@
  * with the defaults). The parent times its reads ("parts": READ), so a
  * script can check how much the wait really shrank. The wait is for
  * another process, not a thread of this one: I/O in the blocked sense.
+ * The writer prints its own CPU time and run-queue wait ({"schedstat":
+ * "writer", ...}) before it exits: on a busy machine its pace is not w.
  *
  * Usage: offcpu_pipe [items=N] [w=STEPS] [r=STEPS] [--short]
  */
@@ -45,6 +47,7 @@ int main(int argc, char **argv) {
       char b = (char)y;
       if (write(fds[1], &b, 1) != 1) _exit(1);
     }
+    bench_report_schedstat("writer"); /* did other work hold the writer up? */
     _exit(0);
   }
   close(fds[1]);

@@ -172,7 +172,7 @@ def test_migrations_agree_with_the_kernels_count(tmp_path, libcoz, mode):
         pytest.skip("one CPU allowed: nothing to migrate to")
     (run,) = profile.load([str(out)]).runs
     kernel = measured["worker"] + measured["main"]
-    assert kernel >= 200
+    assert kernel >= 199  # every pin but the first moves it (the first may find it there)
     got = run.counters["migrations"]
     # (the rings see a move only at the thread's next record: a thread
     # placed on another CPU when it starts, before its first record, is not)
