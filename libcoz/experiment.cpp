@@ -278,12 +278,9 @@ void Profiler::drain() {
       info.record.thread = t->name;
       info.named = true;
       ended_.push_back(t->tid);
-      if (sampler_cpu_rings()) {
-        // counted from the CPU rings (write_counters)
-      } else if (t->migrations >= 0) {
-        migrations_ += t->migrations;
-      } else {
-        migrations_known_ = false;
+      if (!sampler_cpu_rings()) {  // (else counted from the CPU rings: write_counters)
+        if (t->migrations >= 0) migrations_ += t->migrations;
+        else migrations_known_ = false;
       }
     }
   });
@@ -416,29 +413,26 @@ void Profiler::write_locks() {
   locks_.calibrate();
   LocksRecord r;
   r.elapsed_ns = now_mono() - start_mono_;
+  // A lock's or a call site's totals, in the record's units (ticks to ns).
+  auto counts = [&](const LockSiteTotals& s, LockSiteRecord* x) {
+    x->acquisitions = s.acquisitions;
+    x->acquisitions_sd = static_cast<uint64_t>(std::llround(std::sqrt(s.acquisitions_var)));
+    x->contended = s.contended;
+    x->wait_ns = s.wait_ns;
+    x->hold_ns = static_cast<uint64_t>(static_cast<double>(s.hold_ticks) * locks_.ns_per_tick());
+    x->hold_sd_ns = static_cast<uint64_t>(std::sqrt(s.hold_var) * locks_.ns_per_tick());
+    x->trylocks = s.trylocks;
+    x->trylock_failures = s.trylock_failures;
+  };
   auto convert = [&](const LockTotals& t, LockRecord* l) {
     l->kind = lock_kind_name(t.kind);
     l->site = site_name(t.init_site ? t.init_site : t.first_site);
-    l->all.acquisitions = t.all.acquisitions;
-    l->all.acquisitions_sd = static_cast<uint64_t>(std::llround(std::sqrt(t.all.acquisitions_var)));
-    l->all.contended = t.all.contended;
-    l->all.wait_ns = t.all.wait_ns;
-    l->all.hold_ns = static_cast<uint64_t>(static_cast<double>(t.all.hold_ticks) * locks_.ns_per_tick());
-    l->all.hold_sd_ns = static_cast<uint64_t>(std::sqrt(t.all.hold_var) * locks_.ns_per_tick());
-    l->all.trylocks = t.all.trylocks;
-    l->all.trylock_failures = t.all.trylock_failures;
+    counts(t.all, &l->all);
     l->threads = t.threads.size();
     for (auto& s : t.sites) {
       LockSiteRecord x;
       x.site = site_name(s.first);
-      x.acquisitions = s.second.acquisitions;
-      x.acquisitions_sd = static_cast<uint64_t>(std::llround(std::sqrt(s.second.acquisitions_var)));
-      x.contended = s.second.contended;
-      x.wait_ns = s.second.wait_ns;
-      x.hold_ns = static_cast<uint64_t>(static_cast<double>(s.second.hold_ticks) * locks_.ns_per_tick());
-      x.hold_sd_ns = static_cast<uint64_t>(std::sqrt(s.second.hold_var) * locks_.ns_per_tick());
-      x.trylocks = s.second.trylocks;
-      x.trylock_failures = s.second.trylock_failures;
+      counts(s.second, &x);
       l->sites.push_back(std::move(x));
     }
     std::sort(l->sites.begin(), l->sites.end(),

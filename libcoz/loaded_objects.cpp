@@ -121,14 +121,14 @@ bool still_loaded(uintptr_t probe, uintptr_t bias) {
 
 }  // namespace
 
-void publish_loaded_objects() {
+void publish_loaded_objects(std::vector<LoadedObject> objects) {
   static bool resolved = false;
   if (!resolved) {
     resolved = true;
     g_find_object.store(reinterpret_cast<FindObjectFn>(dlsym(RTLD_DEFAULT, "_dl_find_object")));
   }
   auto* p = new Published;
-  p->objects = loaded_objects();
+  p->objects = std::move(objects);
   p->infos.resize(p->objects.size());
   p->probe.resize(p->objects.size());
   for (size_t i = 0; i < p->objects.size(); i++) {

@@ -39,9 +39,10 @@ std::vector<LoadedObject> loaded_objects();
 // is set, the runtime's dl_iterate_phdr (interpose.cpp) answers from a copy
 // published outside those contexts, and never takes the lock.
 
-// Publishes a fresh copy (not in signal context: it allocates and takes the
-// loader's lock). The runtime calls it at start and when objects change.
-void publish_loaded_objects();
+// Publishes `objects` (a fresh loaded_objects()) as the copy (not in signal
+// context: it allocates). The runtime calls it at start and when objects
+// change.
+void publish_loaded_objects(std::vector<LoadedObject> objects);
 
 // Walks the published copy as dl_iterate_phdr would. An object that is no
 // longer loaded where it was (per _dl_find_object, glibc 2.35 on; lock-free)

@@ -142,20 +142,20 @@ void lock_released_slow(LockTable* tab, const void* object, LockClock clock);
 inline void lock_acquired(ThreadState* t, LockKind kind, const void* object, uintptr_t caller, bool contended,
                           uint64_t waited_ns, LockClock clock = lock_ticks) {
   LockTable* tab = t->locks;
-  if (tab && !contended && tab->last_object == reinterpret_cast<uintptr_t>(object) && tab->last_caller == caller) {
-    LockCounts* c = tab->last;
-    uint64_t n = c->acquisitions.load(std::memory_order_relaxed);
-    if (n >= kExactHolds && (!lock_kind_holds(kind) || tab->countdown > 1)) {
-      c->acquisitions.store(n + 1, std::memory_order_relaxed);  // one writer: no locked add
-      if (lock_kind_holds(kind)) tab->countdown--;
+  if (tab && !contended) {
+    if (tab->last_object == reinterpret_cast<uintptr_t>(object) && tab->last_caller == caller) {
+      LockCounts* c = tab->last;
+      uint64_t n = c->acquisitions.load(std::memory_order_relaxed);
+      if (n >= kExactHolds && (!lock_kind_holds(kind) || tab->countdown > 1)) {
+        c->acquisitions.store(n + 1, std::memory_order_relaxed);  // one writer: no locked add
+        if (lock_kind_holds(kind)) tab->countdown--;
+        return;
+      }
+    } else if (tab->overflowed) {
+      if (--tab->acq_countdown != 0) return;  // estimated from the ones counted
+      lock_acquired_slow(t, kind, object, caller, false, 0, clock, true);
       return;
     }
-  }
-  if (tab && !contended && tab->overflowed && (tab->last_object != reinterpret_cast<uintptr_t>(object) ||
-                                               tab->last_caller != caller)) {
-    if (--tab->acq_countdown != 0) return;  // estimated from the ones counted
-    lock_acquired_slow(t, kind, object, caller, false, 0, clock, true);
-    return;
   }
   lock_acquired_slow(t, kind, object, caller, contended, waited_ns, clock);
 }

@@ -210,14 +210,15 @@ void scan_objects() {
   Dl_info self;
   dladdr(reinterpret_cast<void*>(&scan_objects), &self);
   bool changed = false;
-  for (const LoadedObject& o : loaded_objects()) {
+  std::vector<LoadedObject> objects = loaded_objects();
+  for (const LoadedObject& o : objects) {
     const char* name = o.name.c_str();
     if (!o.is_main && (!*name || strstr(name, "linux-vdso") || strstr(name, "linux-gate"))) continue;
     if (self.dli_fname && strcmp(name, self.dli_fname) == 0) continue;
     if (!g_seen_objects->insert(o.bias).second) continue;
     if (g_lines->add_object(o.is_main ? "" : o.name, o.bias, o.is_main)) changed = true;
   }
-  publish_loaded_objects();  // for libunwind in program threads
+  publish_loaded_objects(std::move(objects));  // for libunwind in program threads
   if (changed) shared().scope.store(make_range_set(g_lines->attributable_ranges()), std::memory_order_release);
 }
 

@@ -109,13 +109,9 @@ def _nonneg(v):
 def _counters(rec):
     """The six counters of a record (a lock, a folded entry, a site); anything
     but a positive number counts as 0."""
-    out = {}
-    for k in _COUNTERS:
-        v = rec.get(k, 0)
-        out[k] = v if (type(v) is int or type(v) is float) and v > 0 else 0
+    out = {k: _nonneg(rec.get(k, 0)) for k in _COUNTERS}
     for k in _ERRORS:
-        v = rec.get(k, 0)
-        out[k + "_var"] = v * v if (type(v) is int or type(v) is float) and v > 0 else 0
+        out[k + "_var"] = _nonneg(rec.get(k, 0)) ** 2
     return out
 
 

@@ -196,7 +196,7 @@ bool listed(const std::vector<std::pair<std::string, uintptr_t>>& v, const char*
 // The copy answers while another thread holds the loader's lock: the case
 // of a handler that interrupted a thread taking it, or waiting for it.
 TEST(PublishedObjects, AnswerWhileAnotherThreadHoldsTheLoadersLock) {
-  coz::publish_loaded_objects();
+  coz::publish_loaded_objects(coz::loaded_objects());
   static std::atomic<int> stage{0};
   stage = 0;
   std::thread holder([] {
@@ -219,7 +219,7 @@ TEST(PublishedObjects, AnswerWhileAnotherThreadHoldsTheLoadersLock) {
 }
 
 TEST(PublishedObjects, WalkingTheCopyAllocatesNothing) {
-  coz::publish_loaded_objects();
+  coz::publish_loaded_objects(coz::loaded_objects());
   size_t count = 0;
   long n = allocs_during([&] {
     tls_in_callback++;  // every allocation from here on counts
@@ -239,12 +239,12 @@ TEST(PublishedObjects, WalkingTheCopyAllocatesNothing) {
 // since is skipped without being read (glibc's _dl_find_object says so).
 TEST(PublishedObjects, FollowLoadsAndSkipUnloadedObjects) {
   const char* lib = "line_map_fixtures/liblm_units.so";
-  coz::publish_loaded_objects();
+  coz::publish_loaded_objects(coz::loaded_objects());
   ASSERT_FALSE(listed(list_copy(), "liblm_units.so"));
   void* h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(h, nullptr) << dlerror();
   EXPECT_FALSE(listed(list_copy(), "liblm_units.so"));  // not published yet
-  coz::publish_loaded_objects();
+  coz::publish_loaded_objects(coz::loaded_objects());
   EXPECT_TRUE(listed(list_copy(), "liblm_units.so"));
   ASSERT_EQ(dlclose(h), 0);
   ASSERT_FALSE(listed(list_loader(), "liblm_units.so")) << "still loaded: cannot check the skip";
