@@ -17,8 +17,12 @@ debug info.
    over upstream's: (ours - 1) / (upstream - 1).
 2. Lock counters: each lock-heavy program (benchmarks/locks_*.c) plain,
    under `coz run --locks-only`, and under `--locks-only --no-lock-counters`
-   (the same run without the synchronization counters). The counters' cost
-   is the locks-only run's median wall time over the one without counters.
+   (the same run without the synchronization counters), --lock-reps rounds
+   (default 9), the two profiled runs swapping places every other round. The
+   counters' cost is the median over rounds of the locks-only run's wall time
+   over the one without counters, minus 1 (paired: a round's runs are
+   adjacent, so a phase of the host's speed cancels in the pair); the ratio
+   of the two modes' medians is printed beside it.
 3. Launcher: a tiny generated program whose main() prints the time it was
    entered and returns, plain, under `coz run --sampling-only`, under full
    causal profiling and under upstream, --launch-reps times each
@@ -43,7 +47,7 @@ that failed (any mode of any part) is listed in its "failures"; with
 --short (the smoke test) any failure makes the exit status 1.
 
 Usage: overhead.py [--short] [--only NAME] [--ours-only | --upstream-only]
-                   [--build DIR] [--reps N] [--launch-reps N]
+                   [--build DIR] [--reps N] [--lock-reps N] [--launch-reps N]
                    [--startup-lines N] [--no-slowdown] [--no-locks]
                    [--no-launch] [--no-startup] [--launch-baseline DIR]
                    [--also NAME=LIBCOZ] [--no-perf]
@@ -206,6 +210,15 @@ def cost_of(med):
     return with_c / without - 1.0 if with_c is not None and without else None
 
 
+def paired_cost(rounds, key="wall_s"):
+    """The median over rounds of (with counters / without) - 1: each round's two
+    runs are adjacent in time, so a phase of the host's speed (it can halve for
+    seconds) cancels within the pair instead of landing in one mode's median."""
+    r = [x["ours_locks"][key] / x["ours_locks_no_counters"][key] - 1.0 for x in rounds
+         if x.get("ours_locks") and x.get("ours_locks_no_counters") and x["ours_locks_no_counters"][key]]
+    return benchlib.median(r) if r else None
+
+
 def lock_counters(programs, build_dirs, libcoz, reps, short, workdir):
     rows = []
     for prog in programs:
@@ -216,11 +229,28 @@ def lock_counters(programs, build_dirs, libcoz, reps, short, workdir):
                  "ours_locks": lambda: benchlib.run_ours(cmd, libcoz, out, extra=["--locks-only"]),
                  "ours_locks_no_counters": lambda: benchlib.run_ours(
                      cmd, libcoz, out, extra=["--locks-only", "--no-lock-counters"])}
-        results, notes, failures = interleaved(prog, modes, reps)
+        # Rounds of the three modes; the two profiled ones swap places every
+        # other round, so that neither always runs first.
+        rounds, notes, failures = [], [], []
+        for i in range(reps):
+            order = ["plain", "ours_locks", "ours_locks_no_counters"]
+            if i % 2:
+                order[1:] = order[2:0:-1]
+            done = {}
+            for m in order:
+                try:
+                    done[m] = modes[m]()
+                except BenchError as e:
+                    first = str(e).splitlines()[0]
+                    notes.append(f"{m} failed: {first}")
+                    failures.append({"program": prog, "mode": m, "error": first})
+            rounds.append(done)
+        results = {m: [x[m] for x in rounds if m in x] for m in modes}
         med, cpu = medians(results), medians(results, "cpu_s")
         rows.append({"program": prog, "wall_s": med, "ratio": ratios(med), "cpu_s": cpu,
-                     "counters_cost": cost_of(med), "counters_cpu_cost": cost_of(cpu),
-                     "notes": notes, "failures": failures})
+                     "counters_cost": paired_cost(rounds), "counters_cpu_cost": paired_cost(rounds, "cpu_s"),
+                     "counters_cost_of_medians": cost_of(med), "rounds": len(rounds),
+                     "notes": sorted(set(notes)), "failures": failures})
     return rows
 
 
@@ -472,7 +502,8 @@ def print_in_program(rows, others=()):
 
 def print_locks(rows):
     modes = ["plain", "ours_locks", "ours_locks_no_counters"]
-    print(f"{'lock program':<18} " + " ".join(f"{m:>22}" for m in modes) + f" {'counters':>9} {'(cpu)':>7}")
+    print(f"{'lock program':<18} " + " ".join(f"{m:>22}" for m in modes)
+          + f" {'counters':>9} {'(cpu)':>7} {'(medians)':>9}")
     for r in rows:
         cells = []
         for m in modes:
@@ -480,7 +511,8 @@ def print_locks(rows):
             cells.append(f"{fmt(w, '.2f')}s x{fmt(q, '.3f')}" if w is not None else "n/a")
         cost = "n/a" if r["counters_cost"] is None else f"{r['counters_cost']:+.1%}"
         cpu = "n/a" if r["counters_cpu_cost"] is None else f"{r['counters_cpu_cost']:+.1%}"
-        print(f"{r['program']:<18} " + " ".join(f"{c:>22}" for c in cells) + f" {cost:>9} {cpu:>7}"
+        of_med = "n/a" if r["counters_cost_of_medians"] is None else f"{r['counters_cost_of_medians']:+.1%}"
+        print(f"{r['program']:<18} " + " ".join(f"{c:>22}" for c in cells) + f" {cost:>9} {cpu:>7} {of_med:>9}"
               + ("  " + "; ".join(r["notes"]) if r["notes"] else ""))
 
 
@@ -511,6 +543,8 @@ def main(argv=None):
     ap.add_argument("--build", action="append", metavar="DIR",
                     help="build directory with libcoz/libcoz.so and the benchmarks (repeatable)")
     ap.add_argument("--reps", type=int, default=None, help="runs per mode (default 3; 1 with --short)")
+    ap.add_argument("--lock-reps", type=int, default=None,
+                    help="rounds of the lock counters' part (default 9; 1 with --short)")
     ap.add_argument("--launch-reps", type=int, default=None,
                     help="runs per mode of the tiny program (default 15; 3 with --short)")
     ap.add_argument("--startup-lines", type=int, default=None,
@@ -534,6 +568,7 @@ def main(argv=None):
     others = benchlib.parse_also(ap, args.also)
     build_dirs = args.build or benchlib.default_build_dirs()
     reps = args.reps or (1 if args.short else 3)
+    lock_reps = args.lock_reps or (1 if args.short else 9)
     launch_reps = args.launch_reps or (3 if args.short else 15)
     lines = args.startup_lines or (20000 if args.short else 200000)
     programs = [p for p in PROGRAMS if not args.only or p in args.only] if not args.no_slowdown else []
@@ -574,7 +609,7 @@ def main(argv=None):
             print_in_program(rows, others)
         if lock_programs and use_ours:
             try:
-                lock_rows = lock_counters(lock_programs, build_dirs, libcoz, reps, args.short, workdir)
+                lock_rows = lock_counters(lock_programs, build_dirs, libcoz, lock_reps, args.short, workdir)
             except BenchError as e:
                 errors.append(f"lock counters: {e}")
             print_locks(lock_rows)
@@ -605,7 +640,8 @@ def main(argv=None):
     if args.short:
         print("# --short: a smoke run; its figures are not measurements")
     print_targets(goals)
-    summary = {"summary": "overhead", "short": args.short, "reps": reps, "launch_reps": launch_reps,
+    summary = {"summary": "overhead", "short": args.short, "reps": reps, "lock_reps": lock_reps,
+               "launch_reps": launch_reps,
                "machine": benchlib.machine_description(),
                "load_average_start": load_start, "load_average_end": benchlib.load_average(),
                "duration_s": round(time.monotonic() - t_begin, 1),

@@ -55,21 +55,26 @@ uint64_t mix(uintptr_t a, uintptr_t b) {
 
 // The sampler's next countdown: 1 + floor(ln(u) / ln(1 - p)) with u uniform
 // in (0, 1] is geometric, P(countdown > j) = (1 - p)^j: every acquisition
-// is timed with probability p = 1/kHoldSampleEvery whatever came before.
-// log() of u > 0 neither allocates nor sets errno.
-uint64_t draw_geometric(LockTable* tab, uint64_t mean) {
+// is timed with probability p = 1/mean whatever came before (the mean in
+// force while it counts down). `log_keep` is ln(1 - p). log() of u > 0
+// neither allocates nor sets errno.
+uint64_t draw_geometric(LockTable* tab, double log_keep) {
   uint64_t x = tab->rng;
   x ^= x << 13;
   x ^= x >> 7;
   x ^= x << 17;
   tab->rng = x;
   double u = static_cast<double>((x >> 11) + 1) * 0x1.0p-53;  // (0, 1]
-  double log_keep = std::log1p(-1.0 / static_cast<double>(mean));  // (no guarded static here)
   return 1 + static_cast<uint64_t>(std::log(u) / log_keep);
 }
-__attribute__((noinline)) void draw_countdown(LockTable* tab) { tab->countdown = draw_geometric(tab, kHoldSampleEvery); }
+__attribute__((noinline)) void draw_countdown(LockTable* tab, uint64_t mean) {
+  int k = 0;
+  while ((kHoldSampleEvery << k) < mean) k++;
+  tab->countdown_mean = kHoldSampleEvery << k;
+  tab->countdown = draw_geometric(tab, tab->log_keep[k]);
+}
 // The acquisition sampler's, the same way with p = 1/kAcquisitionSampleEvery.
-void draw_acq_countdown(LockTable* tab) { tab->acq_countdown = draw_geometric(tab, kAcquisitionSampleEvery); }
+void draw_acq_countdown(LockTable* tab) { tab->acq_countdown = draw_geometric(tab, tab->log_keep_acq); }
 
 __attribute__((noinline)) LockTable* new_table(ThreadState* t) {
   // The table comes from mmap, never from malloc: the hook may run inside
@@ -167,8 +172,8 @@ inline void begin_hold(LockTable* tab, LockCounts* c, uintptr_t object, uint64_t
                        LockClock clock, uint64_t weight = 1) {
   if (weight == 1 && !contended && acquisitions > kExactHolds) {
     if (--tab->countdown != 0) return;
-    draw_countdown(tab);
-    weight = kHoldSampleEvery;
+    weight = tab->countdown_mean;
+    draw_countdown(tab, hold_sample_mean(acquisitions));
   }
   if (tab->nheld < LockTable::kHeld) tab->held[tab->nheld++] = {object, clock(), c, weight};
 }
@@ -182,7 +187,10 @@ inline uint64_t count_acquisition(LockCounts* c) {
 
 void seed_lock_sampler(LockTable* table, uint64_t seed) {
   table->rng = seed ? seed : 0x2545f4914f6cdd1dull;  // xorshift's one forbidden state
-  draw_countdown(table);
+  for (int k = 0; k < kHoldSampleMeans; k++)
+    table->log_keep[k] = std::log1p(-1.0 / static_cast<double>(kHoldSampleEvery << k));
+  table->log_keep_acq = std::log1p(-1.0 / static_cast<double>(kAcquisitionSampleEvery));
+  draw_countdown(table, kHoldSampleEvery);
   draw_acq_countdown(table);
 }
 
@@ -275,8 +283,9 @@ void LockSiteTotals::add(const LockCounts& c) {
   acquisitions_var += (k - 1) * k * static_cast<double>(sampled_acq);
   contended += c.contended.load(std::memory_order_relaxed);
   wait_ns += c.wait_ns.load(std::memory_order_relaxed);
-  // Each sampled hold was timed with probability 1/w (w = kHoldSampleEvery,
-  // or kAcquisitionSampleEvery for the acquisition sampler's): scaled by w,
+  // Each sampled hold was timed with probability 1/w (w: the hold sampler's
+  // mean when it was timed, or kAcquisitionSampleEvery for the acquisition
+  // sampler's): scaled by w,
   // the sum estimates the untimed ones' without bias; hold_var sums their
   // shares of its variance.
   hold_ticks += c.hold_ticks.load(std::memory_order_relaxed) + c.weighted_hold_ticks.load(std::memory_order_relaxed);

@@ -21,13 +21,14 @@
 // (acquisitions_sd). Hold times are timed
 // (two time-stamp counter reads and an entry of the held table) for every
 // contended acquisition, for the first kExactHolds acquisitions of each
-// slot, and for a random one in kHoldSampleEvery of the others: each of
-// those is timed with probability 1/kHoldSampleEvery, independently of the
-// others (a geometric countdown per thread, so a periodic program cannot
-// alias with it), and the merge scales its time by kHoldSampleEvery (an
-// unbiased estimate, docs/locks.md section 1). Timing every hold cost about
-// as much as all the other counting together on tens of millions of
-// uncontended pairs.
+// slot, and for a random one in m of the others: each of those is timed
+// with probability 1/m, independently of the others (a geometric countdown
+// per thread, so a periodic program cannot alias with it), and the merge
+// scales its time by m (an unbiased estimate, docs/locks.md section 1). m
+// is kHoldSampleEvery, growing for a slot taken hundreds of thousands of
+// times (hold_sample_mean). Timing every hold cost about as much as all the
+// other counting together on tens of millions of uncontended pairs; timing
+// one in 64 of them, a third of the counters' cost.
 //
 // Not for signal context.
 #pragma once
@@ -73,6 +74,20 @@ struct LockCounts {
 // Hold-time sampling (see the header comment).
 constexpr uint64_t kHoldSampleEvery = 64;  // mean acquisitions per timed one, beyond the exact ones
 constexpr uint64_t kExactHolds = 64;       // acquisitions of a slot whose holds are all timed
+// A slot taken very often needs fewer timed holds for the same precision:
+// the mean interval drawn after a timed hold of a slot acquired n times is
+// the power of two at or below n / kHoldSamplesPerDoubling, within
+// [kHoldSampleEvery, kHoldSampleEveryMax]. Such a slot gets about 1,024
+// timed holds each time its count doubles (from 131,072 acquisitions on),
+// then one in 4,096 (from 4 million on).
+constexpr uint64_t kHoldSamplesPerDoubling = 1024;
+constexpr uint64_t kHoldSampleEveryMax = 4096;
+constexpr uint64_t hold_sample_mean(uint64_t acquisitions) {
+  uint64_t m = kHoldSampleEvery;
+  while (m < kHoldSampleEveryMax && 2 * m * kHoldSamplesPerDoubling <= acquisitions) m *= 2;
+  return m;
+}
+constexpr int kHoldSampleMeans = 7;  // 64, 128, ..., 4096
 // Acquisition sampling (see the header comment): the mean number of
 // uncontended acquisitions per counted one, in a thread whose table overflowed.
 constexpr uint64_t kAcquisitionSampleEvery = 64;
@@ -88,13 +103,19 @@ struct LockTable {
   uintptr_t last_object = 0, last_caller = 0;
   LockCounts* last = nullptr;
   // The sampler: acquisitions (not timed with certainty) left before the
-  // next timed one, drawn geometric with mean kHoldSampleEvery.
+  // next timed one, drawn geometric with mean countdown_mean (the timed one
+  // then stands for countdown_mean acquisitions).
   uint64_t countdown = 1;
+  uint64_t countdown_mean = kHoldSampleEvery;
   // The acquisition sampler, once `overflowed`: uncontended acquisitions
   // (not of the latest slot) left before the next counted one.
   uint64_t acq_countdown = 1;
   bool overflowed = false;  // an (object, caller) pair has been folded
   uint64_t rng = 0;  // xorshift64 state, never 0
+  // ln(1 - 1/mean) of each hold sampling mean and of the acquisition
+  // sampler's, computed once at the seed: a draw then costs one log().
+  double log_keep[kHoldSampleMeans] = {};
+  double log_keep_acq = 0;
   uint32_t nheld = 0;
   std::atomic<uint32_t> used{0};
   alignas(64) uint8_t tags[kSlots];  // per slot, for the owner's lookups: 0 free, else 0x80 | 7 bits of its hash
