@@ -391,6 +391,7 @@ void Profiler::maybe_flush_stacks() {
   if (elapsed < next_flush_ns_) return;
   flush_stacks();
   write_locks();
+  writer_->checkpoint();  // totals mode's (sampling-only, locks-only); else nothing
   next_flush_ns_ = next_stack_flush_ns(elapsed);
 }
 

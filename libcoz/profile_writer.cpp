@@ -1,5 +1,7 @@
 #include "profile_writer.h"
 
+#include <algorithm>
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -84,6 +86,44 @@ std::string legacy_value(const std::string& s) {
 
 ProfileWriter::~ProfileWriter() { close(); }
 
+namespace {
+std::string checkpoint_path(const std::string& profile) { return profile + ".checkpoint"; }
+const char kTotalsHead[] = "{\"type\":\"totals\",";
+
+// The whole content of a small file; false when it cannot be read.
+bool read_whole(const std::string& path, std::string* out) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      return n == 0;
+    }
+    out->append(buf, static_cast<size_t>(n));
+  }
+}
+
+// Writes `text` to `path` whole or not at all: to a file aside, renamed over it.
+bool replace_file(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  size_t off = 0;
+  while (off < text.size()) {
+    ssize_t w = ::write(fd, text.data() + off, text.size() - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    off += static_cast<size_t>(w);
+  }
+  bool ok = ::close(fd) == 0 && off == text.size() && ::rename(tmp.c_str(), path.c_str()) == 0;
+  if (!ok) ::unlink(tmp.c_str());
+  return ok;
+}
+}  // namespace
+
 bool ProfileWriter::open(const std::string& path, bool legacy, std::string* error) {
   std::lock_guard<std::mutex> g(mu_);
   legacy_ = legacy;
@@ -91,6 +131,17 @@ bool ProfileWriter::open(const std::string& path, bool legacy, std::string* erro
   if (fd_ < 0) {
     *error = "cannot open the profile '" + path + "' for writing: " + strerror(errno);
     return false;
+  }
+  path_ = path;
+  owner_pid_ = static_cast<long>(getpid());
+  // The last checkpoint of an earlier run that was killed: its totals
+  // belong to that run, the profile's last so far, so they go in before
+  // this run's startup record. (A record cut short is left where it is.)
+  std::string left;
+  if (!legacy_ && read_whole(checkpoint_path(path), &left) && !left.empty() && left.back() == '\n' &&
+      left.rfind(kTotalsHead, 0) == 0) {
+    emit_locked(left);
+    ::unlink(checkpoint_path(path).c_str());
   }
   return true;
 }
@@ -103,6 +154,10 @@ void ProfileWriter::close() {
 
 void ProfileWriter::emit(const std::string& record) {
   std::lock_guard<std::mutex> g(mu_);
+  emit_locked(record);
+}
+
+void ProfileWriter::emit_locked(const std::string& record) {
   if (fd_ < 0) return;
   // A record cut by an earlier failed write (disk full) left its line
   // open: end it first, so that this record starts a line of its own.
@@ -334,10 +389,31 @@ std::string ProfileWriter::format_locks(const LocksRecord& r) const {
          lock_list(r.locks, false) + ",\"folded\":" + lock_list(r.folded, true) + "}\n";
 }
 
-void ProfileWriter::locks(const LocksRecord& r) { emit_if(format_locks(r)); }
+void ProfileWriter::locks(const LocksRecord& r) {
+  std::string text = format_locks(r);
+  std::lock_guard<std::mutex> g(mu_);
+  if (!totals_) return text.empty() ? void() : emit_locked(text);
+  if (text.empty()) return;
+  text.pop_back();  // its newline
+  locks_text_ = std::move(text);
+  totals_changed_ = true;
+}
 void ProfileWriter::locations(const std::vector<LocationRecord>& v) { emit_if(format_locations(v)); }
 void ProfileWriter::stacks(const std::vector<StackRecord>& v) { emit_if(format_stacks(v)); }
-void ProfileWriter::stack_counts(const std::vector<StackCount>& v) { emit_if(format_stack_counts(v)); }
+void ProfileWriter::stack_counts(const std::vector<StackCount>& v) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!totals_) {
+    std::string text = format_stack_counts(v);
+    if (!text.empty()) emit_locked(text);
+    return;
+  }
+  for (const StackCount& c : v) {
+    auto& t = stack_totals_[c.id];
+    t.first += c.samples;
+    t.second += c.ns;
+  }
+  totals_changed_ = totals_changed_ || !v.empty();
+}
 void ProfileWriter::thread(const ThreadRecord& r) { emit_if(format_thread(r)); }
 void ProfileWriter::counters(const CountersRecord& r) { emit_if(format_counters(r)); }
 void ProfileWriter::emit_if(const std::string& record) {
@@ -347,13 +423,93 @@ void ProfileWriter::emit_if(const std::string& record) {
 void ProfileWriter::startup(const StartupRecord& r) { emit(format_startup(r)); }
 void ProfileWriter::experiment(const ExperimentRecord& r) { emit(format_experiment(r)); }
 void ProfileWriter::samples(const SamplesRecord& r) {
-  if (!r.empty()) emit(format_samples(r));
+  std::lock_guard<std::mutex> g(mu_);
+  if (!totals_) {
+    if (!r.empty()) emit_locked(format_samples(r));
+    return;
+  }
+  for (auto& c : r.counts) line_counts_[c.first] += c.second;
+  for (auto& c : r.functions) function_counts_[c.first] += c.second;
+  for (auto& c : r.callsites) callsite_counts_[c.first] += c.second;
+  for (auto& kind : r.blocked)
+    for (auto& c : kind.second) blocked_counts_[kind.first][c.first] += c.second;
+  out_of_scope_ += r.out_of_scope;
+  with_functions_ = with_functions_ || r.with_functions;
+  with_callsites_ = with_callsites_ || r.with_callsites;
+  any_samples_ = any_samples_ || !r.empty();
+  totals_changed_ = true;
 }
-void ProfileWriter::runtime(uint64_t time_ns) { emit(format_runtime(time_ns)); }
+void ProfileWriter::runtime(uint64_t time_ns) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!totals_) return emit_locked(format_runtime(time_ns));
+  runtime_ns_ = std::max(runtime_ns_, time_ns);
+  any_runtime_ = true;
+  totals_changed_ = true;
+}
+
+void ProfileWriter::hold_totals() {
+  std::lock_guard<std::mutex> g(mu_);
+  totals_ = !legacy_;
+}
+
+std::string ProfileWriter::totals_record(bool final_totals) {
+  auto counts = [](const std::map<std::string, uint64_t>& m) { return Counts(m.begin(), m.end()); };
+  std::vector<std::string> parts;
+  if (any_samples_) {
+    SamplesRecord r;
+    r.counts = counts(line_counts_);
+    r.out_of_scope = out_of_scope_;
+    for (auto& kind : blocked_counts_) r.blocked.emplace_back(kind.first, counts(kind.second));
+    r.with_functions = with_functions_;
+    r.with_callsites = with_callsites_;
+    r.functions = counts(function_counts_);
+    r.callsites = counts(callsite_counts_);
+    parts.push_back(format_samples(r));
+  }
+  std::vector<StackCount> v;
+  v.reserve(stack_totals_.size());
+  for (auto& kv : stack_totals_) v.push_back({kv.first, kv.second.first, kv.second.second});
+  parts.push_back(format_stack_counts(v));
+  if (!locks_text_.empty()) parts.push_back(locks_text_ + "\n");
+  if (any_runtime_) parts.push_back(format_runtime(runtime_ns_));
+  std::string out = "{\"type\":\"totals\",\"seq\":" + std::to_string(++totals_seq_) +
+                    ",\"pid\":" + std::to_string(owner_pid_) + ",\"final\":" + (final_totals ? "true" : "false") +
+                    ",\"records\":[";
+  bool first = true;
+  for (std::string& p : parts) {
+    if (p.empty()) continue;
+    p.pop_back();  // its newline
+    out += (first ? "" : ",") + p;
+    first = false;
+  }
+  return out + "]}\n";
+}
+
+std::string ProfileWriter::format_totals(bool final_totals) {
+  std::lock_guard<std::mutex> g(mu_);
+  return totals_record(final_totals);
+}
+
+void ProfileWriter::checkpoint() {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!totals_ || fd_ < 0 || !totals_changed_ || static_cast<long>(getpid()) != owner_pid_) return;
+  totals_changed_ = false;
+  replace_file(checkpoint_path(path_), totals_record(false));
+}
 void ProfileWriter::warning(const std::string& code, const std::string& message) {
   std::string rec = format_warning(code, message);
   if (!rec.empty()) emit(rec);
 }
-void ProfileWriter::shutdown(const ShutdownRecord& r) { emit(format_shutdown(r)); }
+void ProfileWriter::shutdown(const ShutdownRecord& r) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (totals_ && fd_ >= 0 && static_cast<long>(getpid()) == owner_pid_) {
+    // In the profile first, then the checkpoint goes: a reader between the
+    // two takes the higher `seq`, this one.
+    emit_locked(totals_record(true));
+    ::unlink(checkpoint_path(path_).c_str());
+    totals_ = false;
+  }
+  emit_locked(format_shutdown(r));
+}
 
 }  // namespace coz

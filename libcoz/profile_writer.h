@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -156,11 +157,29 @@ class ProfileWriter {
   ProfileWriter& operator=(const ProfileWriter&) = delete;
 
   // Opens (creating, appending) `path`. On failure returns false with a sentence in *error.
+  // A checkpoint left beside it by a run that was killed (below) is first
+  // appended to it, then removed.
   bool open(const std::string& path, bool legacy, std::string* error);
   bool is_open() const { return fd_ >= 0; }
   void close();
-  // After fork: forget the parent's descriptor without touching its file.
-  void abandon() { fd_ = -1; }
+  // After fork: forget the parent's descriptor (and its checkpoint) without touching its files.
+  void abandon() {
+    fd_ = -1;
+    totals_ = false;
+  }
+
+  // Totals mode (sampling-only and locks-only runs, JSON format): the
+  // records whose counts grow with time (samples, stack_counts, locks,
+  // runtime) are summed in memory instead of appended; checkpoint() writes
+  // their totals so far, as one `totals` record, to `<path>.checkpoint`
+  // (written aside and renamed over it), and shutdown() appends the final
+  // `totals` record to the profile before its own, then removes the
+  // checkpoint. So a run's profile grows with its distinct stacks, lines and
+  // locks, not with its length; a run killed without a shutdown leaves its
+  // last checkpoint, which `coz run`, the next run writing the same profile
+  // and the profile's reader each take (docs/profile-format.md, "totals").
+  void hold_totals();
+  void checkpoint();
 
   void startup(const StartupRecord& r);
   void experiment(const ExperimentRecord& r);
@@ -188,14 +207,32 @@ class ProfileWriter {
   std::string format_thread(const ThreadRecord& r) const;
   std::string format_counters(const CountersRecord& r) const;
   std::string format_locks(const LocksRecord& r) const;
+  // The `totals` record of what totals mode held so far (tests).
+  std::string format_totals(bool final_totals);
   void set_legacy(bool legacy) { legacy_ = legacy; }
   // As if the last write had stopped part-way through a record (tests).
   void mark_cut_for_test() { cut_ = true; }
 
  private:
   void emit(const std::string& record);
+  void emit_locked(const std::string& record);
   void emit_if(const std::string& record);  // nothing for an empty record
+  std::string totals_record(bool final_totals);  // (mu_ held)
   int fd_ = -1;
+  std::string path_;
+  // Totals mode's sums (see hold_totals).
+  bool totals_ = false;
+  long owner_pid_ = 0;  // the process that opened the profile: the only one to write its checkpoint
+  uint64_t totals_seq_ = 0;
+  bool totals_changed_ = false;
+  std::map<std::string, uint64_t> line_counts_, function_counts_, callsite_counts_;
+  std::map<std::string, std::map<std::string, uint64_t>> blocked_counts_;
+  uint64_t out_of_scope_ = 0;
+  bool with_functions_ = false, with_callsites_ = false, any_samples_ = false;
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> stack_totals_;  // id -> samples, ns
+  std::string locks_text_;  // the latest locks record (it holds totals already)
+  uint64_t runtime_ns_ = 0;
+  bool any_runtime_ = false;
   bool legacy_ = false;
   bool cut_ = false;  // the last write stopped part-way through a record
   std::mutex mu_;

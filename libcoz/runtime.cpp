@@ -626,6 +626,10 @@ void runtime_init() {
   std::string path = output_name(config, root);
   if (!g_writer->open(path, config.format == "legacy", &error))
     fail_start(error, "choose another file with 'coz run -o PATH'");
+  // Runs without experiments may be long: their counts are kept as totals
+  // (profile_writer.h), so that the profile grows with what was seen, not
+  // with time.
+  if (config.sampling_only || config.locks_only) g_writer->hold_totals();
   warnings_configure(config.warn_stderr, nullptr);
   if (!shared().scope.load())
     warn("no-line-in-scope", "the binary scope (" + scope_text() + ") matches no loaded object; nothing will be profiled");

@@ -147,6 +147,7 @@ class Run:
         self.threads = []             # `thread` records, as dicts
         self.locks = None             # the last `locks` record, as a dict
         self.counters = None          # the `counters` record, as a dict
+        self.totals = None            # the `totals` record of highest seq (sampling-only, locks-only)
 
     @property
     def mode(self):
@@ -344,7 +345,10 @@ def _load_file(profile, path, unknown):
             lineno = data.count(b"\n", 0, e.start) + 1
             profile.warnings.append(f"{path}:{lineno}: bytes that are not UTF-8 text were "
                                     "replaced (from this line on)")
-    _Parser(profile, path, unknown).feed(text)
+    parser = _Parser(profile, path, unknown)
+    parser.feed(text)
+    parser.read_checkpoint(path + ".checkpoint")
+    parser.apply_totals()
 
 
 _DECODER = json.JSONDecoder()
@@ -458,6 +462,54 @@ class _Parser:
                 f"to {rest[-1][0]})")
         if self.nruns == 0:
             self.profile.warnings.append(f"{self.path}: empty profile (no runs)")
+
+    # -- totals (runs without experiments: docs/profile-format.md) -----------
+
+    _TOTALED = ("samples", "stack_counts", "locks", "runtime")
+
+    def _totals(self, rec):
+        """Keeps, for the run of its pid, the `totals` record of highest seq."""
+        seq, pid = _int(rec["seq"]), _int(rec["pid"])
+        for r in _list(rec["records"]):
+            if type(r) is not dict or r.get("type") not in self._TOTALED:
+                raise _Malformed("totals hold samples, stack_counts, locks and runtime records only")
+        runs = [r for r in self.profile.runs if r.path == self.path and r.dialect == "json"]
+        run = next((r for r in reversed(runs) if r.startup.get("pid") == pid), None)
+        if run is None:
+            raise _Malformed(f"totals of process {pid}, whose run is not in this file")
+        if run.totals is None or seq > run.totals["seq"]:
+            run.totals = {"seq": seq, "final": rec.get("final") is True, "records": rec["records"]}
+
+    def read_checkpoint(self, path):
+        """The checkpoint beside the profile: the totals so far of a run still
+        going, or of one killed before `coz run` could append them."""
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError:
+            return
+        for line in text.splitlines():
+            try:
+                rec = json.loads(line)
+                if type(rec) is not dict or rec.get("type") != "totals":
+                    raise _Malformed("not a totals record")
+                self._totals(rec)
+            except (_Malformed, KeyError, TypeError, ValueError) as e:
+                self.profile.warnings.append(f"{path}: checkpoint skipped: {e}")
+
+    def apply_totals(self):
+        for run in self.profile.runs:
+            if run.path != self.path or run.totals is None:
+                continue
+            self.run = run
+            try:
+                for rec in run.totals["records"]:
+                    self._json_record(rec)
+            except (_Malformed, KeyError, TypeError, ValueError) as e:
+                self.profile.warnings.append(f"{self.path}: the totals of run {run.index + 1} "
+                                             f"are malformed and were skipped: {e}")
+            finally:
+                self.run = None
 
     def _salvage(self, line):
         """A record cut short (a short write at a full disk) has the next record
@@ -587,6 +639,8 @@ class _Parser:
             self._current("json").locks = rec
         elif t == "counters":
             self._current("json").counters = rec
+        elif t == "totals":
+            self._totals(rec)
         elif t == "warning":
             self._current("json").warnings.append((str(rec.get("code", "")),
                                                    _str(rec["message"])))

@@ -318,6 +318,7 @@ def report(outputs, root_pid, exit_status=None, wall_s=None):
         if not written:
             return [PREFIX + f"no profile was written to {outputs.main_path(root_pid)} "
                              "(the program ended before the profiler started, or never loaded it)"]
+        recovered = [path for path, _ in written if take_checkpoint(path)]
         runs = []
         for path, offset in written:
             runs.extend(load_tail(path, offset))
@@ -325,7 +326,28 @@ def report(outputs, root_pid, exit_status=None, wall_s=None):
         return [PREFIX + f"cannot read the profile this run wrote: {e}"]
     except OSError as e:
         return [PREFIX + f"cannot read the profile this run wrote: {e.filename}: {e.strerror}"]
-    return warning_lines(runs) + [summary_line(summarize(runs, wall_s), [p for p, _ in written], outputs)]
+    notes = [PREFIX + f"the run ended before writing its final totals; {path} has those of "
+                      "its last checkpoint" for path in recovered]
+    return (warning_lines(runs) + notes
+            + [summary_line(summarize(runs, wall_s), [p for p, _ in written], outputs)])
+
+
+def take_checkpoint(path):
+    """Appends to the profile `path` the checkpoint a killed run left beside it
+    (`<path>.checkpoint`: one `totals` record, docs/profile-format.md), then
+    removes it. True when there was one."""
+    ckpt = path + ".checkpoint"
+    try:
+        with open(ckpt, "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    if not data.endswith(b"\n") or not data.startswith(b'{"type":"totals"'):
+        return False  # not one of ours, or cut short: left alone
+    with open(path, "ab") as f:
+        f.write(data)
+    os.unlink(ckpt)
+    return True
 
 
 def print_report(outputs, root_pid, file=None, exit_status=None, wall_s=None):

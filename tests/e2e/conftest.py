@@ -83,3 +83,20 @@ def records(path):
     """The raw JSON records of a profile (for checks on the runtime's output itself)."""
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def count_records(path):
+    """The raw records, with each run's `totals` (runs without experiments:
+    docs/profile-format.md) replaced by the records it holds: the counts of
+    every mode read the same way."""
+    out, best = [], {}
+    recs = records(path)
+    for i, r in enumerate(recs):
+        if r["type"] == "totals" and (r["pid"] not in best or r["seq"] > recs[best[r["pid"]]]["seq"]):
+            best[r["pid"]] = i
+    for i, r in enumerate(recs):
+        if r["type"] != "totals":
+            out.append(r)
+        elif best.get(r["pid"]) == i:
+            out.extend(r["records"])
+    return out

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import PROGRAMS, coz_run, records
+from conftest import PROGRAMS, count_records, coz_run, records
 
 from cozprof.analysis import analyze
 from cozprof.profile import load
@@ -328,7 +328,7 @@ def test_random_periods_do_not_alias_with_a_periodic_program(build, tmp_path, mo
     r = coz_run(["-o", str(out), *mode], [exe, "1000"])
     assert r.returncode == 0, r.stderr.decode()
     counts = {}
-    for x in records(out):
+    for x in count_records(out):
         if x["type"] == "samples":
             for k, v in x["counts"].items():
                 counts[k] = counts.get(k, 0) + v

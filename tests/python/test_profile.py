@@ -334,3 +334,67 @@ def test_records_of_the_conventional_profile_waits_units_and_locks():
     assert run.locks["locks"][0]["contended"] == 4
     assert run.counters["context_switches"]["voluntary"] == 3
     assert prof.warnings == []
+
+
+# -- totals (sampling-only and locks-only runs) --------------------------------
+
+def _totals(seq, pid, final, n, ns=10):
+    return {"type": "totals", "seq": seq, "pid": pid, "final": final, "records": [
+        {"type": "samples", "counts": {"a.c:1": n}, "out_of_scope": 1},
+        {"type": "stack_counts", "counts": [[1, n, n * ns]]},
+        {"type": "runtime", "time_ns": n * 1000}]}
+
+
+def _so_startup(pid):
+    return {"type": "startup", "version": 1, "time_ns": 1, "pid": pid, "mode": "sampling-only"}
+
+
+def _write_records(path, records):
+    with open(path, "w") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+
+
+def test_totals_of_highest_seq_count_once_for_the_run_of_their_pid(tmp_path):
+    # A killed run's checkpoint appended after its final totals (a crash
+    # between the two writes), and a second run: each run gets its own, the
+    # highest seq only.
+    path = tmp_path / "p.coz"
+    _write_records(path, [_so_startup(11), _totals(7, 11, True, 70), _totals(6, 11, False, 60),
+                  _so_startup(12), _totals(2, 12, False, 20), _totals(1, 11, False, 10)])
+    p = profile.load(str(path))
+    assert p.warnings == []
+    first, second = p.runs
+    assert first.samples == {"a.c:1": 70} and first.stack_counts == {1: [70, 700]}
+    assert first.runtime_ns == 70000 and first.out_of_scope == 1
+    assert first.totals["final"] is True
+    assert second.samples == {"a.c:1": 20} and second.totals["final"] is False
+
+
+def test_the_checkpoint_beside_a_profile_is_read_with_it(tmp_path):
+    # A run still going (or killed with its launcher): its profile holds
+    # definitions, its checkpoint the totals so far.
+    path = tmp_path / "p.coz"
+    _write_records(path, [_so_startup(5)])
+    _write_records(str(path) + ".checkpoint", [_totals(3, 5, False, 30)])
+    run = profile.load(str(path)).runs[0]
+    assert run.samples == {"a.c:1": 30} and run.totals["seq"] == 3
+    # Once the final totals are in the profile, a checkpoint left by an
+    # interrupted removal changes nothing.
+    with open(path, "a") as f:
+        f.write(json.dumps(_totals(4, 5, True, 40)) + "\n")
+    run = profile.load(str(path)).runs[0]
+    assert run.samples == {"a.c:1": 40}
+
+
+def test_totals_of_another_process_or_malformed_are_skipped_with_a_warning(tmp_path):
+    path = tmp_path / "p.coz"
+    bad = _totals(2, 5, True, 1)
+    bad["records"].append({"type": "experiment"})
+    _write_records(path, [_so_startup(5), _totals(1, 99, True, 10), bad])
+    p = profile.load(str(path))
+    assert p.runs[0].samples == {}
+    assert any("process 99" in w for w in p.warnings), p.warnings
+    assert any("samples, stack_counts, locks and runtime records only" in w for w in p.warnings), p.warnings
+    _write_records(str(path) + ".checkpoint", ["not json"])
+    assert any("checkpoint skipped" in w for w in profile.load(str(path)).warnings)

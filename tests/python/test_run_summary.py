@@ -395,3 +395,17 @@ def test_legacy_format_keeps_the_runtimes_own_warnings():
                                     base_env={"COZ_WARN_STDERR": "0"}, launcher_pid=1)
     assert json_env["COZ_WARN_STDERR"] == "0"
     assert "COZ_WARN_STDERR" not in legacy_env  # upstream's format has no warning record
+
+
+def test_a_killed_runs_checkpoint_is_appended_to_its_profile(tmp_path):
+    path = tmp_path / "p.coz"
+    path.write_text('{"type":"startup","version":1,"time_ns":1,"pid":5}\n')
+    ckpt = tmp_path / "p.coz.checkpoint"
+    ckpt.write_text('{"type":"totals","seq":2,"pid":5,"final":false,"records":[]}\n')
+    assert run_summary.take_checkpoint(str(path)) is True
+    assert not ckpt.exists()
+    assert path.read_text().endswith('"final":false,"records":[]}\n')
+    assert run_summary.take_checkpoint(str(path)) is False
+    # Cut short (no newline) or not a totals record: left alone.
+    ckpt.write_text('{"type":"totals","seq":3')
+    assert run_summary.take_checkpoint(str(path)) is False and ckpt.exists()

@@ -10,6 +10,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -612,6 +613,108 @@ TEST(Writer, AppendsWholeRecordsToTheFile) {
             "{\"type\":\"samples\",\"counts\":{\"a.c:1\":2,\"b.c:9\":1},\"out_of_scope\":3}\n"
             "{\"type\":\"samples\",\"counts\":{},\"out_of_scope\":0,\"blocked\":{\"io\":{\"a.c:7\":4}}}\n"
             "{\"type\":\"warning\",\"code\":\"no-debug-info\",\"message\":\"x has no debug information\"}\n");
+  unlink(path);
+}
+
+namespace {
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+}  // namespace
+
+// Totals mode (sampling-only, locks-only): counts are summed, never
+// appended, so the profile does not grow with the run's length; the
+// checkpoint beside it holds the totals so far, replaced whole each time,
+// and the shutdown puts the final totals in the profile and removes it.
+TEST(Writer, TotalsModeSumsCountsAndCheckpointsBesideTheProfile) {
+  char path[] = "/tmp/coz_totals_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  const std::string ckpt = std::string(path) + ".checkpoint";
+  const std::string pid = std::to_string(getpid());
+  {
+    ProfileWriter w;
+    std::string err;
+    ASSERT_TRUE(w.open(path, false, &err)) << err;
+    w.hold_totals();
+    w.checkpoint();  // nothing held yet: no file
+    EXPECT_NE(access(ckpt.c_str(), F_OK), 0);
+    for (int flush = 0; flush < 50; flush++) {  // a long run's flushes
+      SamplesRecord r;
+      r.counts = {{"a.c:1", 2}, {"b.c:9", 1}};
+      r.blocked = {{"io", {{"a.c:7", 1}}}};
+      r.out_of_scope = 1;
+      w.samples(r);
+      w.stack_counts({{1, 3, 30}, {2, 1, 10}});
+      LocksRecord l;
+      l.elapsed_ns = 100 + flush;
+      l.locks.push_back(LockRecord());
+      w.locks(l);
+      w.runtime(1000 + flush);
+      w.checkpoint();
+    }
+    EXPECT_EQ(file_text(path), "") << "no count record appended while the run goes";
+    std::string c = file_text(ckpt);
+    EXPECT_EQ(c.find("{\"type\":\"totals\",\"seq\":50,\"pid\":" + pid + ",\"final\":false,\"records\":["), 0u) << c;
+    EXPECT_NE(c.find("\"counts\":{\"a.c:1\":100,\"b.c:9\":50},\"out_of_scope\":50,\"blocked\":{\"io\":{\"a.c:7\":50}}"),
+              std::string::npos) << c;
+    EXPECT_NE(c.find("{\"type\":\"stack_counts\",\"counts\":[[1,150,1500],[2,50,500]]}"), std::string::npos) << c;
+    EXPECT_NE(c.find("\"elapsed_ns\":149,"), std::string::npos) << "the latest locks record: " << c;
+    EXPECT_NE(c.find("{\"type\":\"runtime\",\"time_ns\":1049}]}\n"), std::string::npos) << c;
+    EXPECT_EQ(std::count(c.begin(), c.end(), '\n'), 1) << "one record";
+    w.thread(ThreadRecord());  // not a count: appended as before
+    w.shutdown(ShutdownRecord());
+  }
+  std::string p = file_text(path);
+  EXPECT_EQ(p.find("{\"type\":\"thread\""), 0u) << p;
+  size_t totals = p.find("{\"type\":\"totals\",\"seq\":51,\"pid\":" + pid + ",\"final\":true,");
+  size_t shutdown = p.find("{\"type\":\"shutdown\"");
+  ASSERT_NE(totals, std::string::npos) << p;
+  EXPECT_LT(totals, shutdown) << "the final totals come before the shutdown record";
+  EXPECT_NE(p.find("[[1,150,1500],[2,50,500]]"), std::string::npos);
+  EXPECT_NE(access(ckpt.c_str(), F_OK), 0) << "the checkpoint is removed at the shutdown";
+  unlink(path);
+}
+
+// A run killed after a checkpoint leaves it beside the profile: the next
+// run writing that profile appends it first (it belongs to the run before),
+// a process that only inherited the writer (a forked child) never writes
+// or removes one, and a cut or foreign file is left alone.
+TEST(Writer, ALeftCheckpointGoesInBeforeTheNextRun) {
+  char path[] = "/tmp/coz_left_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  const std::string ckpt = std::string(path) + ".checkpoint";
+  const std::string left = "{\"type\":\"totals\",\"seq\":3,\"pid\":1,\"final\":false,\"records\":[]}\n";
+  { std::ofstream(ckpt) << left; }
+  {
+    ProfileWriter w;
+    std::string err;
+    ASSERT_TRUE(w.open(path, false, &err)) << err;
+    EXPECT_NE(access(ckpt.c_str(), F_OK), 0);
+    w.startup(StartupRecord());
+    w.hold_totals();
+    w.runtime(5);
+    w.abandon();  // as in a forked child
+    w.checkpoint();
+    EXPECT_NE(access(ckpt.c_str(), F_OK), 0) << "an abandoned writer writes no checkpoint";
+  }
+  std::string p = file_text(path);
+  EXPECT_EQ(p.find(left), 0u) << p;
+  EXPECT_NE(p.find("{\"type\":\"startup\""), std::string::npos);
+  // Cut short (no final newline): left where it is, not appended.
+  { std::ofstream(ckpt) << "{\"type\":\"totals\",\"seq\":4"; }
+  {
+    ProfileWriter w;
+    std::string err;
+    ASSERT_TRUE(w.open(path, false, &err)) << err;
+  }
+  EXPECT_EQ(file_text(path), p);
+  EXPECT_EQ(access(ckpt.c_str(), F_OK), 0);
+  unlink(ckpt.c_str());
   unlink(path);
 }
 
