@@ -10,8 +10,9 @@ the profile, and the project's parser counts its distinct stacks and
 locations: a profile that grows with the number of distinct stacks, not with
 time, flattens once every stack has been seen.
 
-Prints the size over time, the growth over the second half of the run, the
-report's time, and a JSON summary line {"summary": "long_run", ...}. Exit
+Prints the sizes over time (the profile, and the checkpoint beside it that
+holds the counts' totals while the run goes), the growth over the second half
+of the run, the report's time, and a JSON summary line {"summary": "long_run", ...}. Exit
 status 1 when the run or the report fails.
 
 Usage: long_run.py [--seconds N] [--interval S] [--program NAME] [--build DIR]
@@ -54,9 +55,16 @@ def file_size(path):
         return 0
 
 
+def on_disk(output):
+    """(profile bytes, checkpoint bytes): a run without experiments keeps its
+    counts' totals so far in `<profile>.checkpoint` (docs/profile-format.md)."""
+    return file_size(output), file_size(output + ".checkpoint")
+
+
 def profiled_run(binary, arg, value, libcoz, output, interval, workdir):
     """Runs the program under `coz run --sampling-only`, sampling the profile's
-    size every `interval` s; returns ([(t_s, bytes), ...], wall_s, result)."""
+    and its checkpoint's sizes every `interval` s; returns
+    ([(t_s, profile bytes, checkpoint bytes), ...], wall_s, result)."""
     if os.path.exists(output):
         os.unlink(output)
     cmd = [sys.executable, "-m", "cozprof", "run", "--sampling-only", "-o", output,
@@ -71,10 +79,10 @@ def profiled_run(binary, arg, value, libcoz, output, interval, workdir):
             time.sleep(max(0.0, min(next_t - (time.monotonic() - t0), 1.0)))
             now = time.monotonic() - t0
             if now >= next_t and p.poll() is None:
-                sizes.append((round(now, 1), file_size(output)))
+                sizes.append((round(now, 1), *on_disk(output)))
                 next_t += interval
         wall = time.monotonic() - t0
-    sizes.append((round(wall, 1), file_size(output)))
+    sizes.append((round(wall, 1), *on_disk(output)))
     with open(out_path) as f:
         stdout = f.read()
     with open(err_path) as f:
@@ -108,15 +116,16 @@ def contents(output):
             "samples": sum(c[0] for c in run.stack_counts.values()), "threads": len(run.threads)}
 
 
-def growth(sizes):
-    """Bytes per minute over the second half of the run (None if too short)."""
+def growth(sizes, column=1):
+    """Bytes per minute of one column of `sizes` over the second half of the run
+    (None if too short)."""
     if len(sizes) < 3:
         return None
-    end_t, end_b = sizes[-1]
-    mid = min(sizes, key=lambda s: abs(s[0] - end_t / 2))
-    if end_t - mid[0] <= 0:
+    end = sizes[-1]
+    mid = min(sizes, key=lambda s: abs(s[0] - end[0] / 2))
+    if end[0] - mid[0] <= 0:
         return None
-    return (end_b - mid[1]) / (end_t - mid[0]) * 60
+    return (end[column] - mid[column]) / (end[0] - mid[0]) * 60
 
 
 def main(argv=None):
@@ -153,21 +162,28 @@ def main(argv=None):
               f"{args.seconds:g} s asked; profile size every {args.interval:g} s")
         output = os.path.join(workdir, "long.coz")
         sizes, wall, res = profiled_run(binary, arg, value, libcoz, output, args.interval, workdir)
-        print(f"{'t_s':>8} {'bytes':>12}")
-        for t, b in sizes:
-            print(f"{t:>8.1f} {b:>12,}")
+        print(f"{'t_s':>8} {'profile':>12} {'checkpoint':>12}")
+        for t, b, c in sizes:
+            print(f"{t:>8.1f} {b:>12,} {c:>12,}")
         per_min = growth(sizes)
+        # Both files: what the run keeps on disk while it goes (the last row,
+        # after the end, has no checkpoint: its totals are in the profile).
+        both = [(t, b + c) for t, b, c in sizes[:-1]]
+        per_min_both = growth(both)
         report_s, _ = time_report(output, libcoz)
         inside = contents(output)
         summary.update({"wall_s": wall, "elapsed_s": res["elapsed_s"], "sizes": sizes,
                         "final_bytes": sizes[-1][1], "growth_second_half_bytes_per_min": per_min,
+                        "growth_second_half_with_checkpoint_bytes_per_min": per_min_both,
                         "report_top_s": report_s, "profile": inside})
         print(f"# run: {wall:.1f} s wall ({res['elapsed_s']:.1f} s in the program); profile "
               f"{sizes[-1][1]:,} bytes: {inside['stacks']:,} distinct stacks, "
               f"{inside['locations']:,} locations, {inside['samples']:,} samples on and off the CPU, "
               f"{inside['threads']} threads")
         print("# growth over the second half: "
-              + ("n/a (too few size samples)" if per_min is None else f"{per_min:,.0f} bytes per minute"))
+              + ("n/a (too few size samples)" if per_min is None else f"{per_min:,.0f} bytes per minute")
+              + "; profile and checkpoint together, while the run went: "
+              + ("n/a" if per_min_both is None else f"{per_min_both:,.0f} bytes per minute"))
         print(f"# coz report --top: {report_s:.2f} s")
         if args.keep_profile:
             shutil.copyfile(output, args.keep_profile)
