@@ -146,6 +146,8 @@ class Profiler {
 
   // Runs in a thread created by the runtime, with every signal blocked.
   void run();
+  // The runtime's own code, whose frames a stack keeps only the outermost of (stacks.h).
+  void set_runtime_code(uintptr_t start, uintptr_t end) { stacks_.set_runtime_code(start, end); }
 
   // From any context, including a signal handler: asks the loop to end.
   void request_stop(const char* reason);

@@ -578,6 +578,11 @@ void runtime_init() {
   hardware_probe();
   g_writer = new ProfileWriter();  // opened below, once the options are known to be good
   g_profiler = new Profiler(config, g_lines, g_writer, hooks);
+  {
+    uintptr_t start, end;
+    runtime_text(&start, &end);
+    g_profiler->set_runtime_code(start, end);
+  }
   g_profiler->set_start_time(start_mono);
 
   auto scope_text = [&]() {

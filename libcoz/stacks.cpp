@@ -24,6 +24,13 @@ size_t StackTable::KeyHash::operator()(const Key& k) const {
 }
 
 void StackTable::add(pid_t tid, StackKind kind, const uintptr_t* pcs, uint32_t n, uint64_t ns, uint64_t samples) {
+  for (uint32_t i = n; i-- > 0;) {
+    if (pcs[i] >= runtime_start_ && pcs[i] < runtime_end_) {
+      pcs += i;  // the outermost frame in the runtime: the frames inside it go
+      n -= i;
+      break;
+    }
+  }
   Key key{tid, kind, std::vector<uintptr_t>(pcs, pcs + n)};
   auto it = stacks_.find(key);
   if (it == stacks_.end()) {

@@ -26,7 +26,20 @@ class StackTable {
   // Counts one sample of `ns` (CPU or waiting time) for the stack `pcs`
   // (innermost first; return addresses already moved into their call) of
   // thread `tid`.
+  //
+  // A stack with frames in the runtime's own code (set_runtime_code) keeps
+  // the outermost of them as its innermost frame: what the program called
+  // (an interposed function, the sample handler), under the program's own
+  // frames; the frames inside it (the runtime's, and the libraries it
+  // calls: libunwind) are dropped. Their variety (every instruction of
+  // libunwind a sample can hit, each with a chain cut where libunwind's
+  // own frames end) made 83% of a ten-minute run's distinct stacks and kept
+  // the profile growing, for 0.4% of its CPU time.
   void add(pid_t tid, StackKind kind, const uintptr_t* pcs, uint32_t n, uint64_t ns, uint64_t samples = 1);
+  void set_runtime_code(uintptr_t start, uintptr_t end) {
+    runtime_start_ = start;
+    runtime_end_ = end;
+  }
 
   // What a flush writes: the locations and stacks not written yet, and the
   // counts since the previous flush. `thread_of` gives a thread's name and
@@ -64,6 +77,7 @@ class StackTable {
     uint64_t ns = 0;
     bool written = false;  // its definition
   };
+  uintptr_t runtime_start_ = 0, runtime_end_ = 0;
   std::unordered_map<Key, Entry, KeyHash> stacks_;
   std::unordered_map<uintptr_t, uint32_t> location_ids_;  // written locations
   std::vector<const Key*> unwritten_;  // stacks defined since the last flush

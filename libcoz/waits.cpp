@@ -119,6 +119,12 @@ bool call_site_selected(const uintptr_t* pcs, uint32_t n) {
 
 }  // namespace
 
+void runtime_text(uintptr_t* start, uintptr_t* end) {
+  const OwnText& own = own_text();
+  *start = own.start;
+  *end = own.end;
+}
+
 uint32_t call_stack(uintptr_t* pcs, uint32_t max, bool* truncated) {
   *truncated = false;
   uint32_t n = 0;

@@ -46,6 +46,10 @@ void end_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller);
 // runtime's own frames. Returns how many.
 uint32_t call_stack(uintptr_t* pcs, uint32_t max, bool* truncated);
 
+// The runtime's own code (libcoz.so's executable segment), [*start, *end);
+// both 0 when unknown.
+void runtime_text(uintptr_t* start, uintptr_t* end);
+
 // Descriptor bookkeeping, from the interposed calls that create, copy and
 // close descriptors. Cheap: a byte store or an atomic insert.
 void fds_pipe_created(const int fds[2]);

@@ -100,3 +100,26 @@ def test_threads_are_named_and_grouped_by_their_start_routine(tmp_path):
     for t in (a, b):
         ns = sum(run.stack_counts[s.id][1] for s in run.stacks.values() if s.tid == t["tid"] and s.kind == "cpu")
         assert ns == t["cpu_ns"]
+
+
+@pytest.mark.parametrize("mode", ["causal", "sampling-only"])
+def test_the_runtimes_own_frames_end_at_what_the_program_called(tmp_path, mode):
+    # Two threads hand a token back and forth with C11 mutexes and condition
+    # variables: many waits, each timed and its call stack taken by the
+    # runtime (libunwind). A sample there keeps the interposed function as
+    # its innermost frame, under the program's frames; nothing inside it
+    # (libunwind, the runtime's helpers) makes stacks of its own.
+    exe = build_program("pingpong", tmp_path)
+    out = tmp_path / "p.coz"
+    options = ["--sampling-only"] if mode == "sampling-only" else ["--experiment-length", "50ms"]
+    r = coz_run(["-o", str(out), *options], [exe, "c11", "2"])
+    assert r.returncode == 0, r.stderr.decode()
+    (run,) = load([str(out)]).runs
+
+    def obj(lid):
+        return os.path.basename(run.locations[lid].object)
+
+    assert run.stacks
+    inner = [s for s in run.stacks.values() if any("libcoz" in obj(lid) for lid in s.locations[1:])]
+    unwinder = [s for s in run.stacks.values() if any("libunwind" in obj(lid) for lid in s.locations)]
+    assert inner == [] and unwinder == [], (inner[:3], unwinder[:3])

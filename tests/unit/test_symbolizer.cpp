@@ -195,6 +195,39 @@ TEST(StackTable, IdenticalStacksAreOneEntryWithTheirSamplesAndTime) {
   EXPECT_EQ(stack_marker_caller(1), 15);
 }
 
+// Samples inside the runtime's own code keep its outermost frame (what the
+// program called) over the program's frames; the frames inside it, however
+// varied, make one stack. Synthetic addresses: the runtime's code is
+// [0x1000, 0x2000), a library it calls (libunwind) at 0x9000.
+TEST(StackTable, TheRuntimesOwnFramesCollapseToTheOutermost) {
+  coz::Symbolizer sym;
+  coz::StackTable t;
+  t.set_runtime_code(0x1000, 0x2000);
+  const uintptr_t deep[] = {0x9010, 0x9020, 0x1100, 0x1200, 0x5000, 0x5100};   // libunwind, call_stack, wrapper, program
+  const uintptr_t other[] = {0x9030, 0x1150, 0x1200, 0x5000, 0x5100};          // elsewhere inside, same wrapper
+  const uintptr_t leaf[] = {0x1200, 0x5000, 0x5100};                            // the wrapper itself
+  const uintptr_t program[] = {0x5010, 0x5100};                                 // no runtime frame: as it is
+  t.add(1, coz::StackKind::kCpu, deep, 6, 100);
+  t.add(1, coz::StackKind::kCpu, other, 5, 100);
+  t.add(1, coz::StackKind::kCpu, leaf, 3, 100);
+  t.add(1, coz::StackKind::kCpu, program, 2, 100);
+  EXPECT_EQ(t.distinct_stacks(), 2u);
+  coz::StackTable::Flush fl = t.flush(&sym, [](pid_t, std::string*, std::string*) {});
+  ASSERT_EQ(fl.stacks.size(), 2u);
+  std::map<uint32_t, uint64_t> samples;
+  for (const auto& c : fl.counts) samples[c.id] = c.samples;
+  for (const auto& st : fl.stacks) {
+    std::vector<uint64_t> addrs;
+    for (uint32_t id : st.locations) addrs.push_back(fl.locations[id - 1].address);
+    if (addrs.size() == 3) {
+      EXPECT_EQ(addrs, (std::vector<uint64_t>{0x1200, 0x5000, 0x5100}));
+      EXPECT_EQ(samples[st.id], 3u);
+    } else {
+      EXPECT_EQ(addrs, (std::vector<uint64_t>{0x5010, 0x5100}));
+    }
+  }
+}
+
 // Flushes grow apart with the run (a tenth of the elapsed time) up to ten
 // minutes: the count of flushes, hence the profile's count records, grows
 // with the logarithm of a long run's length, not with its length.
