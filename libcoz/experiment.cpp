@@ -18,6 +18,7 @@
 #include "counters.h"
 #include "rawlog.h"
 #include "sampler.h"
+#include "unwind.h"
 #include "waits.h"
 #include "warnings.h"
 #include "sys.h"
@@ -305,7 +306,18 @@ void Profiler::drain() {
     info.uncharged_ns = info.switches.uncharged_ns;
   }
   for (Pending& p : pending_) {
-    const Sample& smp = p.smp;
+    Sample& smp = p.smp;
+    // A chain the kernel built from frame pointers (causal mode's samples
+    // that the handler did not unwind itself) reads any stack word as a
+    // return address where code has none: kept only as far as its
+    // addresses are code, as sampling-only's are (sampler.cpp).
+    for (uint32_t i = 1; i < smp.n; i++) {
+      if (!code_address(smp.pcs[i])) {
+        smp.n = i;
+        smp.flags &= ~kSampleTruncated;
+        break;
+      }
+    }
     if (smp.flags & kSampleTruncated) truncated_++;
     ThreadInfo& info = threads_[p.tid];
     if (uint32_t kind = sample_kind(smp.flags)) {

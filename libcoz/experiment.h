@@ -147,7 +147,10 @@ class Profiler {
   // Runs in a thread created by the runtime, with every signal blocked.
   void run();
   // The runtime's own code, whose frames a stack keeps only the outermost of (stacks.h).
-  void set_runtime_code(uintptr_t start, uintptr_t end) { stacks_.set_runtime_code(start, end); }
+  void set_runtime_code(uintptr_t start, uintptr_t end, uintptr_t unwinder_start, uintptr_t unwinder_end,
+                        uintptr_t unwinding) {
+    stacks_.set_runtime_code(start, end, unwinder_start, unwinder_end, unwinding);
+  }
 
   // From any context, including a signal handler: asks the loop to end.
   void request_stop(const char* reason);

@@ -579,9 +579,10 @@ void runtime_init() {
   g_writer = new ProfileWriter();  // opened below, once the options are known to be good
   g_profiler = new Profiler(config, g_lines, g_writer, hooks);
   {
-    uintptr_t start, end;
+    uintptr_t start, end, unwinder_start, unwinder_end;
     runtime_text(&start, &end);
-    g_profiler->set_runtime_code(start, end);
+    unwinder_text(&unwinder_start, &unwinder_end);
+    g_profiler->set_runtime_code(start, end, unwinder_start, unwinder_end, runtime_unwinding_frame());
   }
   g_profiler->set_start_time(start_mono);
 

@@ -24,10 +24,16 @@ size_t StackTable::KeyHash::operator()(const Key& k) const {
 }
 
 void StackTable::add(pid_t tid, StackKind kind, const uintptr_t* pcs, uint32_t n, uint64_t ns, uint64_t samples) {
+  // The outermost frame in the runtime or in its unwinder.
   for (uint32_t i = n; i-- > 0;) {
     if (pcs[i] >= runtime_start_ && pcs[i] < runtime_end_) {
-      pcs += i;  // the outermost frame in the runtime: the frames inside it go
+      pcs += i;  // the runtime's: the frames inside it go
       n -= i;
+      break;
+    }
+    if (unwinding_ && pcs[i] >= unwinder_start_ && pcs[i] < unwinder_end_) {
+      pcs = &unwinding_;  // the unwinder's, outside every runtime frame: its callers are not known
+      n = 1;
       break;
     }
   }

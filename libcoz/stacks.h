@@ -36,9 +36,20 @@ class StackTable {
   // own frames end) made 83% of a ten-minute run's distinct stacks and kept
   // the profile growing, for 0.4% of its CPU time.
   void add(pid_t tid, StackKind kind, const uintptr_t* pcs, uint32_t n, uint64_t ns, uint64_t samples = 1);
-  void set_runtime_code(uintptr_t start, uintptr_t end) {
+  //
+  // A stack whose outermost frame of the two is in the unwinder the runtime
+  // uses (libunwind), not in the runtime: a sample taken while the sample
+  // handler unwound, whose callers the kernel could not follow (libunwind
+  // has no frame pointers: the chain beyond it is noise), becomes the one
+  // frame `unwinding`. (A program that calls libunwind itself has those
+  // samples counted so too.)
+  void set_runtime_code(uintptr_t start, uintptr_t end, uintptr_t unwinder_start = 0, uintptr_t unwinder_end = 0,
+                        uintptr_t unwinding = 0) {
     runtime_start_ = start;
     runtime_end_ = end;
+    unwinder_start_ = unwinder_start;
+    unwinder_end_ = unwinder_end;
+    unwinding_ = unwinding;
   }
 
   // What a flush writes: the locations and stacks not written yet, and the
@@ -77,9 +88,11 @@ class StackTable {
     uint64_t ns = 0;
     bool written = false;  // its definition
   };
-  uintptr_t runtime_start_ = 0, runtime_end_ = 0;
+  uintptr_t runtime_start_ = 0, runtime_end_ = 0, unwinder_start_ = 0, unwinder_end_ = 0, unwinding_ = 0;
   std::unordered_map<Key, Entry, KeyHash> stacks_;
-  std::unordered_map<uintptr_t, uint32_t> location_ids_;  // written locations
+  std::unordered_map<uintptr_t, uint32_t> location_ids_;  // written locations, by their address
+  std::unordered_map<uintptr_t, uintptr_t> canonical_pc_;  // a frame's address -> its location's
+  std::unordered_map<Key, uint32_t, KeyHash> written_ids_;  // written stacks, by their locations' addresses
   std::vector<const Key*> unwritten_;  // stacks defined since the last flush
   std::vector<Entry*> touched_;        // entries with counts since the last flush
 };
@@ -87,22 +100,23 @@ class StackTable {
 template <typename ThreadOf, typename KeepUp>
 StackTable::Flush StackTable::flush(Symbolizer* symbolizer, ThreadOf thread_of, KeepUp keep_up) {
   Flush f;
-  for (const Key* k : unwritten_) {
-    Entry& e = stacks_.find(*k)->second;
-    StackRecord s;
-    s.id = e.id;
-    s.kind = stack_kind_name(k->kind);
-    s.tid = k->tid;
-    thread_of(k->tid, &s.thread, &s.group);
-    for (uintptr_t pc : k->pcs) {
-      auto it = location_ids_.find(pc);
-      if (it == location_ids_.end()) {
+  // A frame's location: its address, or, where it is named from the symbol
+  // table alone (libc, any object outside the binary scope), the start of
+  // its symbol, so that every address of such a function is one location.
+  auto location_of = [&](uintptr_t pc) -> std::pair<uintptr_t, uint32_t> {
+    auto c = canonical_pc_.find(pc);
+    uintptr_t at = c != canonical_pc_.end() ? c->second : 0;
+    if (c == canonical_pc_.end()) {
+      Symbolized sym = symbolizer->symbolize(pc);
+      at = sym.symbol_start ? sym.symbol_start : pc;
+      canonical_pc_.emplace(pc, at);
+      if (!location_ids_.count(at)) {
+        if (at != pc) sym = symbolizer->symbolize(at);
         uint32_t id = static_cast<uint32_t>(location_ids_.size() + 1);
-        it = location_ids_.emplace(pc, id).first;
+        location_ids_.emplace(at, id);
         LocationRecord l;
         l.id = id;
-        l.address = pc;
-        Symbolized sym = symbolizer->symbolize(pc);
+        l.address = at;
         l.object = sym.object;
         l.object_address = sym.object_address;
         l.build_id = sym.build_id;
@@ -110,14 +124,43 @@ StackTable::Flush StackTable::flush(Symbolizer* symbolizer, ThreadOf thread_of, 
         f.locations.push_back(std::move(l));
         keep_up();
       }
-      s.locations.push_back(it->second);
     }
+    return {at, location_ids_.at(at)};
+  };
+  for (const Key* k : unwritten_) {
+    Entry& e = stacks_.find(*k)->second;
     e.written = true;
+    Key canon{k->tid, k->kind, {}};
+    std::vector<uint32_t> ids;
+    for (uintptr_t pc : k->pcs) {
+      auto loc = location_of(pc);
+      canon.pcs.push_back(loc.first);
+      ids.push_back(loc.second);
+    }
+    // Stacks that differ only inside such functions are one stack.
+    auto known = written_ids_.emplace(std::move(canon), e.id);
+    if (!known.second) {
+      e.id = known.first->second;
+      continue;
+    }
+    StackRecord s;
+    s.id = e.id;
+    s.kind = stack_kind_name(k->kind);
+    s.tid = k->tid;
+    thread_of(k->tid, &s.thread, &s.group);
+    s.locations = std::move(ids);
     f.stacks.push_back(std::move(s));
   }
   unwritten_.clear();
+  std::unordered_map<uint32_t, size_t> at;  // one count per written stack
   for (Entry* e : touched_) {
-    f.counts.push_back({e->id, e->samples, e->ns});
+    auto i = at.emplace(e->id, f.counts.size());
+    if (i.second) {
+      f.counts.push_back({e->id, e->samples, e->ns});
+    } else {
+      f.counts[i.first->second].samples += e->samples;
+      f.counts[i.first->second].ns += e->ns;
+    }
     e->samples = 0;
     e->ns = 0;
   }

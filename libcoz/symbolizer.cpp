@@ -188,11 +188,14 @@ Symbolized Symbolizer::symbolize(uintptr_t pc) {
   // there): the symbol table, the object's own or its debug file's (whose
   // .symtab names the static functions a stripped library's .dynsym lacks,
   // such as libc's start_thread).
-  const char* name = dwfl_module_addrname(o->module, addr);
+  GElf_Sym sym;
+  GElf_Word shndx = 0;
+  const char* name = dwfl_module_addrsym(o->module, addr, &sym, &shndx);
   if (name) {
     SourceFrame f;
     f.function = symbol_name(name);
     out.frames.push_back(f);
+    if (sym.st_value <= addr) out.symbol_start = static_cast<uintptr_t>(sym.st_value) + o->bias;
   }
   return out;
 }

@@ -28,6 +28,10 @@ struct Symbolized {
   uintptr_t object_address = 0;  // the address in the object's own (link-time) addresses
   std::string build_id;        // hex; empty when none
   std::vector<SourceFrame> frames;  // innermost first: inlined functions, then the one they are in
+  // When the frame comes from the symbol table alone (outside the binary
+  // scope, or no debug information): the run-time address where its symbol
+  // starts. Every address of such a function names the same frame. 0 otherwise.
+  uintptr_t symbol_start = 0;
 };
 
 class Symbolizer {

@@ -78,33 +78,37 @@ struct OwnText {
   bool known = false;
 };
 
+// The executable segment of the object that holds `fn`.
+void text_of(void* fn, OwnText* t) {
+  Dl_info obj;
+  if (!dladdr(fn, &obj) || !obj.dli_fbase) return;
+  struct Ctx {
+    uintptr_t base;
+    OwnText* t;
+  } ctx{reinterpret_cast<uintptr_t>(obj.dli_fbase), t};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) -> int {
+        Ctx* c = static_cast<Ctx*>(data);
+        for (int i = 0; i < info->dlpi_phnum; i++) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          uintptr_t a = info->dlpi_addr + ph.p_vaddr;
+          if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
+          if (c->base < a + ph.p_memsz && info->dlpi_addr <= c->base) {
+            c->t->start = a;
+            c->t->end = a + ph.p_memsz;
+            return 1;
+          }
+        }
+        return 0;
+      },
+      &ctx);
+}
+
 OwnText& own_text() {
   static OwnText t;
   if (!t.known) {
     t.known = true;
-    Dl_info self;
-    if (dladdr(reinterpret_cast<void*>(&own_text), &self) && self.dli_fbase) {
-      struct Ctx {
-        uintptr_t base;
-        OwnText* t;
-      } ctx{reinterpret_cast<uintptr_t>(self.dli_fbase), &t};
-      dl_iterate_phdr(
-          [](dl_phdr_info* info, size_t, void* data) -> int {
-            Ctx* c = static_cast<Ctx*>(data);
-            for (int i = 0; i < info->dlpi_phnum; i++) {
-              const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-              uintptr_t a = info->dlpi_addr + ph.p_vaddr;
-              if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
-              if (c->base < a + ph.p_memsz && info->dlpi_addr <= c->base) {
-                c->t->start = a;
-                c->t->end = a + ph.p_memsz;
-                return 1;
-              }
-            }
-            return 0;
-          },
-          &ctx);
-    }
+    text_of(reinterpret_cast<void*>(&own_text), &t);
   }
   return t;
 }
@@ -124,6 +128,20 @@ void runtime_text(uintptr_t* start, uintptr_t* end) {
   *start = own.start;
   *end = own.end;
 }
+
+void unwinder_text(uintptr_t* start, uintptr_t* end) {
+  OwnText t;
+#if COZ_HAVE_LIBUNWIND
+  text_of(reinterpret_cast<void*>(&unw_step), &t);
+#endif
+  *start = t.start;
+  *end = t.end;
+}
+
+// Never called: its address stands for a sample taken inside libunwind in
+// the runtime's sample handler, whose callers the kernel could not give.
+__attribute__((noinline, used)) void coz_runtime_unwinding() { __asm__ volatile(""); }
+uintptr_t runtime_unwinding_frame() { return reinterpret_cast<uintptr_t>(&coz_runtime_unwinding) + 1; }
 
 uint32_t call_stack(uintptr_t* pcs, uint32_t max, bool* truncated) {
   *truncated = false;

@@ -49,6 +49,11 @@ uint32_t call_stack(uintptr_t* pcs, uint32_t max, bool* truncated);
 // The runtime's own code (libcoz.so's executable segment), [*start, *end);
 // both 0 when unknown.
 void runtime_text(uintptr_t* start, uintptr_t* end);
+// libunwind's code, as the runtime loaded it; both 0 without libunwind.
+void unwinder_text(uintptr_t* start, uintptr_t* end);
+// An address in the runtime's function coz_runtime_unwinding: the one frame
+// of a sample taken inside libunwind with no caller known (stacks.h).
+uintptr_t runtime_unwinding_frame();
 
 // Descriptor bookkeeping, from the interposed calls that create, copy and
 // close descriptors. Cheap: a byte store or an atomic insert.

@@ -122,4 +122,8 @@ def test_the_runtimes_own_frames_end_at_what_the_program_called(tmp_path, mode):
     assert run.stacks
     inner = [s for s in run.stacks.values() if any("libcoz" in obj(lid) for lid in s.locations[1:])]
     unwinder = [s for s in run.stacks.values() if any("libunwind" in obj(lid) for lid in s.locations)]
-    assert inner == [] and unwinder == [], (inner[:3], unwinder[:3])
+    def frames(s):
+        return [(run.locations[lid].lines[0][0] if run.locations[lid].lines else "?") + "@" + obj(lid)
+                for lid in s.locations]
+
+    assert inner == [] and unwinder == [], ([frames(s) for s in inner[:3]], [frames(s) for s in unwinder[:3]])

@@ -228,6 +228,39 @@ TEST(StackTable, TheRuntimesOwnFramesCollapseToTheOutermost) {
   }
 }
 
+// A function named from the symbol table alone (here libc's getaddrinfo, outside
+// the binary scope: the test's executable alone) is one location whatever
+// its address: stacks that differ only there are one stack, with their
+// samples summed. Functions with lines keep their addresses (the lines
+// differ).
+TEST(StackTable, AddressesOfAFunctionWithoutLinesAreOneLocation) {
+  coz::Symbolizer sym([](const std::string&, bool is_main) { return is_main; });
+  coz::StackTable t;
+  // libc's own, from its handle (a sanitizer's interceptor has the name too).
+  void* libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
+  ASSERT_NE(libc, nullptr);
+  const uintptr_t q = reinterpret_cast<uintptr_t>(dlsym(libc, "getaddrinfo"));
+  dlclose(libc);
+  ASSERT_NE(q, 0u);
+  const uintptr_t f = reinterpret_cast<uintptr_t>(&symbolizer_marker_fn);
+  const uintptr_t a[] = {q + 4, f}, b[] = {q + 9, f}, c[] = {q + 9, f + 1};
+  t.add(3, coz::StackKind::kCpu, a, 2, 100);
+  t.add(3, coz::StackKind::kCpu, b, 2, 200, 2);
+  t.add(3, coz::StackKind::kCpu, c, 2, 400, 4);
+  coz::StackTable::Flush fl = t.flush(&sym, [](pid_t, std::string*, std::string*) {});
+  std::map<uint64_t, const coz::LocationRecord*> by_address;
+  for (const auto& l : fl.locations) by_address[l.address] = &l;
+  ASSERT_EQ(by_address.count(q), 1u) << "getaddrinfo's frames are at its start";
+  EXPECT_EQ(by_address.at(q)->lines.at(0).function, "getaddrinfo");
+  EXPECT_EQ(by_address.count(q + 4) + by_address.count(q + 9), 0u);
+  ASSERT_EQ(fl.stacks.size(), 2u) << "a and b are one stack; c's caller frame differs";
+  std::map<uint32_t, uint64_t> samples;
+  for (const auto& n : fl.counts) samples[n.id] += n.samples;
+  EXPECT_EQ(fl.counts.size(), 2u) << "one count per written stack";
+  EXPECT_EQ(samples[fl.stacks[0].id] + samples[fl.stacks[1].id], 7u);
+  EXPECT_TRUE(samples[fl.stacks[0].id] == 3u || samples[fl.stacks[1].id] == 3u);
+}
+
 // Flushes grow apart with the run (a tenth of the elapsed time) up to ten
 // minutes: the count of flushes, hence the profile's count records, grows
 // with the logarithm of a long run's length, not with its length.
