@@ -88,20 +88,34 @@ EXIT_MAX_S = 0.010                 # time after main added by it
 PERF_RECORD_PERIOD_NS = 1000000
 
 
-def interleaved(program, modes, reps):
-    """Runs every mode `reps` times, interleaved so that load changes hit every
-    mode alike: ({mode: [result, ...]}, notes, failures)."""
-    results = {m: [] for m in modes}
-    notes, failures = [], []
-    for _ in range(reps):
-        for m, fn in modes.items():
+def rounds_of(program, modes, reps, order=None):
+    """Runs every mode `reps` times, in rounds of one run of each, so that load
+    changes hit every mode alike; `order(i)` gives round i's order of the modes
+    (default: as given). ([{mode: result}, ...] per round, notes, failures)."""
+    rounds, notes, failures = [], [], []
+    for i in range(reps):
+        done = {}
+        for m in (order(i) if order else list(modes)):
             try:
-                results[m].append(fn())
+                done[m] = modes[m]()
             except BenchError as e:
                 first = str(e).splitlines()[0]
                 notes.append(f"{m} failed: {first}")
                 failures.append({"program": program, "mode": m, "error": first})
-    return results, sorted(set(notes)), failures
+        rounds.append(done)
+    return rounds, sorted(set(notes)), failures
+
+
+def by_mode(modes, rounds):
+    """{mode: [result, ...]} of the rounds' successful runs."""
+    return {m: [x[m] for x in rounds if m in x] for m in modes}
+
+
+def interleaved(program, modes, reps):
+    """Runs every mode `reps` times, interleaved so that load changes hit every
+    mode alike: ({mode: [result, ...]}, notes, failures)."""
+    rounds, notes, failures = rounds_of(program, modes, reps)
+    return by_mode(modes, rounds), notes, failures
 
 
 def medians(results, key="wall_s"):
@@ -229,28 +243,18 @@ def lock_counters(programs, build_dirs, libcoz, reps, short, workdir):
                  "ours_locks": lambda: benchlib.run_ours(cmd, libcoz, out, extra=["--locks-only"]),
                  "ours_locks_no_counters": lambda: benchlib.run_ours(
                      cmd, libcoz, out, extra=["--locks-only", "--no-lock-counters"])}
-        # Rounds of the three modes; the two profiled ones swap places every
-        # other round, so that neither always runs first.
-        rounds, notes, failures = [], [], []
-        for i in range(reps):
-            order = ["plain", "ours_locks", "ours_locks_no_counters"]
-            if i % 2:
-                order[1:] = order[2:0:-1]
-            done = {}
-            for m in order:
-                try:
-                    done[m] = modes[m]()
-                except BenchError as e:
-                    first = str(e).splitlines()[0]
-                    notes.append(f"{m} failed: {first}")
-                    failures.append({"program": prog, "mode": m, "error": first})
-            rounds.append(done)
-        results = {m: [x[m] for x in rounds if m in x] for m in modes}
+        # The two profiled runs swap places every other round, so that
+        # neither always runs first.
+        rounds, notes, failures = rounds_of(
+            prog, modes, reps,
+            lambda i: ["plain", *(["ours_locks_no_counters", "ours_locks"] if i % 2 else
+                                  ["ours_locks", "ours_locks_no_counters"])])
+        results = by_mode(modes, rounds)
         med, cpu = medians(results), medians(results, "cpu_s")
         rows.append({"program": prog, "wall_s": med, "ratio": ratios(med), "cpu_s": cpu,
                      "counters_cost": paired_cost(rounds), "counters_cpu_cost": paired_cost(rounds, "cpu_s"),
                      "counters_cost_of_medians": cost_of(med), "rounds": len(rounds),
-                     "notes": sorted(set(notes)), "failures": failures})
+                     "notes": notes, "failures": failures})
     return rows
 
 

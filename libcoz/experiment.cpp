@@ -307,12 +307,12 @@ void Profiler::drain() {
   }
   for (Pending& p : pending_) {
     Sample& smp = p.smp;
-    // A chain the kernel built from frame pointers (causal mode's samples
-    // that the handler did not unwind itself) reads any stack word as a
-    // return address where code has none: kept only as far as its
-    // addresses are code, as sampling-only's are (sampler.cpp).
-    for (uint32_t i = 1; i < smp.n; i++) {
-      if (!code_address(smp.pcs[i])) {
+    // A chain the kernel built from frame pointers (a sample neither the
+    // handler nor the stack copy could unwind) reads any stack word as a
+    // return address in code without them: kept only as far as its
+    // addresses are code (one check here, for every sampler).
+    for (uint32_t i = 1; (smp.flags & kSampleFramePointers) && i < smp.n; i++) {
+      if (!code_address(smp.pcs[i] + 1)) {
         smp.n = i;
         smp.flags &= ~kSampleTruncated;
         break;

@@ -106,11 +106,9 @@ bool read_whole(const std::string& path, std::string* out) {
   }
 }
 
-// Writes `text` to `path` whole or not at all: to a file aside, renamed over it.
-bool replace_file(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return false;
+// Writes all of `text`, retrying short writes and interruptions; returns
+// how much was written (less only on an error: a full disk).
+size_t write_fully(int fd, const std::string& text) {
   size_t off = 0;
   while (off < text.size()) {
     ssize_t w = ::write(fd, text.data() + off, text.size() - off);
@@ -118,6 +116,15 @@ bool replace_file(const std::string& path, const std::string& text) {
     if (w <= 0) break;
     off += static_cast<size_t>(w);
   }
+  return off;
+}
+
+// Writes `text` to `path` whole or not at all: to a file aside, renamed over it.
+bool replace_file(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  size_t off = write_fully(fd, text);
   bool ok = ::close(fd) == 0 && off == text.size() && ::rename(tmp.c_str(), path.c_str()) == 0;
   if (!ok) ::unlink(tmp.c_str());
   return ok;
@@ -137,11 +144,11 @@ bool ProfileWriter::open(const std::string& path, bool legacy, std::string* erro
   // The last checkpoint of an earlier run that was killed: its totals
   // belong to that run, the profile's last so far, so they go in before
   // this run's startup record. (A record cut short is left where it is.)
-  std::string left;
-  if (!legacy_ && read_whole(checkpoint_path(path), &left) && !left.empty() && left.back() == '\n' &&
+  std::string left, left_path = checkpoint_path(path);
+  if (!legacy_ && read_whole(left_path, &left) && !left.empty() && left.back() == '\n' &&
       left.rfind(kTotalsHead, 0) == 0) {
     emit_locked(left);
-    ::unlink(checkpoint_path(path).c_str());
+    ::unlink(left_path.c_str());
   }
   return true;
 }
@@ -164,17 +171,8 @@ void ProfileWriter::emit_locked(const std::string& record) {
   const std::string& text = cut_ ? "\n" + record : record;
   // One write for the whole record; a short write (disk full) is retried
   // for the rest so that the record is never interleaved with another.
-  size_t off = 0;
-  while (off < text.size()) {
-    ssize_t w = ::write(fd_, text.data() + off, text.size() - off);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      cut_ = cut_ || off > 0;
-      return;
-    }
-    off += static_cast<size_t>(w);
-  }
-  cut_ = false;
+  size_t off = write_fully(fd_, text);
+  cut_ = off < text.size() ? cut_ || off > 0 : false;
 }
 
 std::string ProfileWriter::format_startup(const StartupRecord& r) const {
@@ -394,7 +392,6 @@ void ProfileWriter::locks(const LocksRecord& r) {
   std::lock_guard<std::mutex> g(mu_);
   if (!totals_) return text.empty() ? void() : emit_locked(text);
   if (text.empty()) return;
-  text.pop_back();  // its newline
   locks_text_ = std::move(text);
   totals_changed_ = true;
 }
@@ -470,7 +467,7 @@ std::string ProfileWriter::totals_record(bool final_totals) {
   v.reserve(stack_totals_.size());
   for (auto& kv : stack_totals_) v.push_back({kv.first, kv.second.first, kv.second.second});
   parts.push_back(format_stack_counts(v));
-  if (!locks_text_.empty()) parts.push_back(locks_text_ + "\n");
+  parts.push_back(locks_text_);
   if (any_runtime_) parts.push_back(format_runtime(runtime_ns_));
   std::string out = "{\"type\":\"totals\",\"seq\":" + std::to_string(++totals_seq_) +
                     ",\"pid\":" + std::to_string(owner_pid_) + ",\"final\":" + (final_totals ? "true" : "false") +
@@ -483,11 +480,6 @@ std::string ProfileWriter::totals_record(bool final_totals) {
     first = false;
   }
   return out + "]}\n";
-}
-
-std::string ProfileWriter::format_totals(bool final_totals) {
-  std::lock_guard<std::mutex> g(mu_);
-  return totals_record(final_totals);
 }
 
 void ProfileWriter::checkpoint() {

@@ -207,8 +207,6 @@ class ProfileWriter {
   std::string format_thread(const ThreadRecord& r) const;
   std::string format_counters(const CountersRecord& r) const;
   std::string format_locks(const LocksRecord& r) const;
-  // The `totals` record of what totals mode held so far (tests).
-  std::string format_totals(bool final_totals);
   void set_legacy(bool legacy) { legacy_ = legacy; }
   // As if the last write had stopped part-way through a record (tests).
   void mark_cut_for_test() { cut_ = true; }
@@ -230,7 +228,7 @@ class ProfileWriter {
   uint64_t out_of_scope_ = 0;
   bool with_functions_ = false, with_callsites_ = false, any_samples_ = false;
   std::map<uint32_t, std::pair<uint64_t, uint64_t>> stack_totals_;  // id -> samples, ns
-  std::string locks_text_;  // the latest locks record (it holds totals already)
+  std::string locks_text_;  // the latest locks record, formatted (it holds totals already)
   uint64_t runtime_ns_ = 0;
   bool any_runtime_ = false;
   bool legacy_ = false;

@@ -123,7 +123,7 @@ bool unwind_context(void* uc_void, Sample* smp) {
   uint32_t kept = smp->n;
   uint32_t flags = smp->flags;
   smp->n = 0;
-  smp->flags &= ~kSampleTruncated;
+  smp->flags &= ~(kSampleTruncated | kSampleFramePointers);
   ObjectsFromCopy no_loader_lock;  // loaded_objects.h: the thread may be inside the loader's lock
   unw_cursor_t cursor;
   if (unw_init_local2(&cursor, static_cast<unw_context_t*>(uc_void), UNW_INIT_SIGNAL_FRAME) != 0) {
@@ -176,7 +176,7 @@ bool parse_sample(const RecordReader& r, uint64_t body, uint64_t len, Sample* sm
   if (period) *period = r.word(body + 24);
   body += skip;  // from here on nr is at body + 16 and the frames follow, as in a thread's ring
   len -= skip;
-  smp->flags = 0;
+  smp->flags = kSampleFramePointers;
   smp->n = 0;
   smp->pcs[smp->n++] = ip;
   bool seen_ip = false;
@@ -507,7 +507,6 @@ void parse_records(const char* data, size_t len, SwitchState* sw, uint64_t perio
       if (!parse_sample(r, body, blen, &smp, &copy, stack_buf, cpu_layout ? &period : nullptr)) {
         (*skipped)++;
       } else {
-        bool unwound = false;
         if (copy.size) {
           uintptr_t pcs[kMaxFrames];
           bool truncated = false;
@@ -516,20 +515,9 @@ void parse_records(const char* data, size_t len, SwitchState* sw, uint64_t perio
             memcpy(smp.pcs, pcs, n * sizeof pcs[0]);
             smp.n = n;
             smp.flags = truncated ? uint32_t{kSampleTruncated} : 0u;
-            unwound = true;
           }
         }
-        if (!unwound) {
-          // The kernel's frame-pointer chain: in code without frame pointers
-          // it takes any stack word for a return address. Keep it only as
-          // far as its addresses are code.
-          for (uint32_t i = 1; i < smp.n; i++)
-            if (!code_address(smp.pcs[i] + 1)) {
-              smp.n = i;
-              smp.flags &= ~kSampleTruncated;
-              break;
-            }
-        }
+        // Else the kernel's chain, checked by the profiler (kSampleFramePointers).
         smp.weight_ns = cpu_layout && period ? period : period_ns;
         smp.wait_ns = sw->take_preempted();
         fn(smp);

@@ -48,6 +48,9 @@ constexpr size_t kMaxFrames = 64;  // deeper stacks keep their innermost 64 fram
 enum SampleFlags : uint32_t {
   kSampleDelaying = 1,   // taken while an experiment inserted delays (other threads were paused)
   kSampleTruncated = 2,  // the callchain was deeper than kMaxFrames
+  // Its callers are the kernel's frame-pointer chain, not unwound: the
+  // profiler thread keeps them only as far as their addresses are code.
+  kSampleFramePointers = 4,
 };
 // A sample is on the CPU (kind 0), or a blocked sample of a wait: its kind
 // is 1 + the wait's category (WaitKind), in bits 8-15 of the flags.

@@ -85,6 +85,14 @@ def records(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
+def ready_pid(proc):
+    """The pid a program started with stdout=PIPE prints on its "ready PID" line
+    (tests/e2e/programs/hostile_crash.c and the like)."""
+    line = proc.stdout.readline()
+    assert line.startswith(b"ready "), (line, proc.stderr.read() if proc.poll() is not None else b"")
+    return int(line.split()[1])
+
+
 def count_records(path):
     """The raw records, with each run's `totals` (runs without experiments:
     docs/profile-format.md) replaced by the records it holds: the counts of

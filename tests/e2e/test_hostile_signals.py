@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import LIBCOZ, REPO, build_program, records
+from conftest import LIBCOZ, REPO, build_program, ready_pid, records
 from hostile_common import FAST, assert_same_behaviour, run_both
 
 sys.path.insert(0, os.path.join(REPO, "python"))
@@ -87,12 +87,6 @@ def _start(command, profiled, out=None, group=False):
                             preexec_fn=no_core, start_new_session=group)
 
 
-def _ready_pid(proc):
-    line = proc.stdout.readline()
-    assert line.startswith(b"ready "), (line, proc.stderr.read() if proc.poll() is not None else b"")
-    return int(line.split()[1])
-
-
 def _assert_whole_and_readable(path):
     with open(path, "rb") as f:
         data = f.read()
@@ -119,7 +113,7 @@ def _killed(tmp_path, profiled):
     exe = build_program("hostile_crash", tmp_path)
     out = tmp_path / "p.coz"
     proc = _start([exe, "wait"], profiled, out)
-    os.kill(_ready_pid(proc), signal.SIGKILL)
+    os.kill(ready_pid(proc), signal.SIGKILL)
     proc.communicate(timeout=30)
     return proc.returncode, out
 
@@ -143,7 +137,7 @@ def _end_by(sig, mode, tmp_path, group):
         proc = _start([exe, mode], profiled, out, group=group)
         pid = None
         try:
-            pid = _ready_pid(proc)
+            pid = ready_pid(proc)
             if group:
                 os.killpg(proc.pid, sig)  # as a terminal's ^C reaches the whole foreground group
             else:

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import LIBCOZ, REPO, build_program, records
+from conftest import LIBCOZ, REPO, build_program, ready_pid, records
 
 from cozprof import profile
 
@@ -31,12 +31,6 @@ def _start(exe, out, mode_flag, group=False):
     cmd = [sys.executable, "-m", "cozprof", "run", mode_flag, "-o", str(out), "---", exe, "wait"]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
                             start_new_session=group)
-
-
-def _ready_pid(proc):
-    line = proc.stdout.readline()
-    assert line.startswith(b"ready "), (line, proc.stderr.read() if proc.poll() is not None else b"")
-    return int(line.split()[1])
 
 
 def _checkpoint_seq(path):
@@ -65,7 +59,7 @@ def spin(tmp_path_factory):
 def test_counts_are_totals_never_appended_while_the_run_goes(tmp_path, spin, mode_flag):
     out = tmp_path / "p.coz"
     proc = _start(spin, out, mode_flag)
-    pid = _ready_pid(proc)
+    pid = ready_pid(proc)
     _wait_for_checkpoints(out, 3)
     # Three flushes in: the profile holds definitions only, the counts are
     # in the checkpoint beside it.
@@ -90,7 +84,7 @@ def test_counts_are_totals_never_appended_while_the_run_goes(tmp_path, spin, mod
 def test_sigkill_keeps_the_last_checkpoint(tmp_path, spin):
     out = tmp_path / "p.coz"
     proc = _start(spin, out, "--sampling-only")
-    pid = _ready_pid(proc)
+    pid = ready_pid(proc)
     _wait_for_checkpoints(out, 2)
     with open(str(out) + ".checkpoint") as f:
         last = json.loads(f.read())
@@ -110,7 +104,7 @@ def test_sigkill_keeps_the_last_checkpoint(tmp_path, spin):
 def test_a_checkpoint_left_by_a_killed_launcher_belongs_to_its_run(tmp_path, spin):
     out = tmp_path / "p.coz"
     proc = _start(spin, out, "--sampling-only", group=True)
-    _ready_pid(proc)
+    ready_pid(proc)
     _wait_for_checkpoints(out, 2)
     os.killpg(proc.pid, signal.SIGKILL)  # the launcher too: nobody appends it
     proc.communicate(timeout=30)
@@ -121,7 +115,7 @@ def test_a_checkpoint_left_by_a_killed_launcher_belongs_to_its_run(tmp_path, spi
     assert sum(n for n, _ in first.stack_counts.values()) > 100
     # The next run writing the same profile appends it before its own startup.
     proc = _start(spin, out, "--sampling-only")
-    os.kill(_ready_pid(proc), signal.SIGTERM)
+    os.kill(ready_pid(proc), signal.SIGTERM)
     proc.communicate(timeout=30)
     assert not os.path.exists(ckpt)
     types = [r["type"] for r in records(out)]

@@ -586,11 +586,24 @@ TEST(Writer, LegacyFormatIsUpstreams) {
   EXPECT_EQ(w.format_runtime(55), "runtime\ttime=55\n");
 }
 
-TEST(Writer, AppendsWholeRecordsToTheFile) {
-  char path[] = "/tmp/coz_writer_XXXXXX";
-  int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
+namespace {
+// A new empty file under /tmp named after `stem`; "" when none could be made.
+std::string temp_file(const std::string& stem) {
+  std::string path = "/tmp/" + stem + "_XXXXXX";
+  int fd = mkstemp(&path[0]);
+  if (fd < 0) return "";
   close(fd);
+  return path;
+}
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+}  // namespace
+
+TEST(Writer, AppendsWholeRecordsToTheFile) {
+  const std::string path = temp_file("coz_writer");
+  ASSERT_FALSE(path.empty());
   {
     ProfileWriter w;
     std::string err;
@@ -606,33 +619,23 @@ TEST(Writer, AppendsWholeRecordsToTheFile) {
     w.samples(waits);
     w.warning("no-debug-info", "x has no debug information");
   }
-  std::ifstream in(path);
-  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string content = file_text(path);
   EXPECT_EQ(content,
             "{\"type\":\"runtime\",\"time_ns\":5}\n"
             "{\"type\":\"samples\",\"counts\":{\"a.c:1\":2,\"b.c:9\":1},\"out_of_scope\":3}\n"
             "{\"type\":\"samples\",\"counts\":{},\"out_of_scope\":0,\"blocked\":{\"io\":{\"a.c:7\":4}}}\n"
             "{\"type\":\"warning\",\"code\":\"no-debug-info\",\"message\":\"x has no debug information\"}\n");
-  unlink(path);
+  unlink(path.c_str());
 }
-
-namespace {
-std::string file_text(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-}  // namespace
 
 // Totals mode (sampling-only, locks-only): counts are summed, never
 // appended, so the profile does not grow with the run's length; the
 // checkpoint beside it holds the totals so far, replaced whole each time,
 // and the shutdown puts the final totals in the profile and removes it.
 TEST(Writer, TotalsModeSumsCountsAndCheckpointsBesideTheProfile) {
-  char path[] = "/tmp/coz_totals_XXXXXX";
-  int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  close(fd);
-  const std::string ckpt = std::string(path) + ".checkpoint";
+  const std::string path = temp_file("coz_totals");
+  ASSERT_FALSE(path.empty());
+  const std::string ckpt = path + ".checkpoint";
   const std::string pid = std::to_string(getpid());
   {
     ProfileWriter w;
@@ -675,7 +678,7 @@ TEST(Writer, TotalsModeSumsCountsAndCheckpointsBesideTheProfile) {
   EXPECT_LT(totals, shutdown) << "the final totals come before the shutdown record";
   EXPECT_NE(p.find("[[1,150,1500],[2,50,500]]"), std::string::npos);
   EXPECT_NE(access(ckpt.c_str(), F_OK), 0) << "the checkpoint is removed at the shutdown";
-  unlink(path);
+  unlink(path.c_str());
 }
 
 // A run killed after a checkpoint leaves it beside the profile: the next
@@ -683,11 +686,9 @@ TEST(Writer, TotalsModeSumsCountsAndCheckpointsBesideTheProfile) {
 // a process that only inherited the writer (a forked child) never writes
 // or removes one, and a cut or foreign file is left alone.
 TEST(Writer, ALeftCheckpointGoesInBeforeTheNextRun) {
-  char path[] = "/tmp/coz_left_XXXXXX";
-  int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  close(fd);
-  const std::string ckpt = std::string(path) + ".checkpoint";
+  const std::string path = temp_file("coz_left");
+  ASSERT_FALSE(path.empty());
+  const std::string ckpt = path + ".checkpoint";
   const std::string left = "{\"type\":\"totals\",\"seq\":3,\"pid\":1,\"final\":false,\"records\":[]}\n";
   { std::ofstream(ckpt) << left; }
   {
@@ -715,7 +716,7 @@ TEST(Writer, ALeftCheckpointGoesInBeforeTheNextRun) {
   EXPECT_EQ(file_text(path), p);
   EXPECT_EQ(access(ckpt.c_str(), F_OK), 0);
   unlink(ckpt.c_str());
-  unlink(path);
+  unlink(path.c_str());
 }
 
 TEST(Writer, OpenFailureSaysWhy) {
@@ -727,10 +728,8 @@ TEST(Writer, OpenFailureSaysWhy) {
 }
 
 TEST(Warnings, EachIsSaidOnceAndWaitsForTheProfile) {
-  char path[] = "/tmp/coz_warn_XXXXXX";
-  int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  close(fd);
+  const std::string path = temp_file("coz_warn");
+  ASSERT_FALSE(path.empty());
   ProfileWriter w;
   std::string err;
   warnings_configure(false, nullptr);
@@ -741,12 +740,11 @@ TEST(Warnings, EachIsSaidOnceAndWaitsForTheProfile) {
   warn("perf-event-refused", "after it");
   warn("perf-event-refused", "after it");
   warnings_configure(false, nullptr);
-  std::ifstream in(path);
-  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string content = file_text(path);
   EXPECT_EQ(content,
             "{\"type\":\"warning\",\"code\":\"no-debug-info\",\"message\":\"before the profile is open\"}\n"
             "{\"type\":\"warning\",\"code\":\"perf-event-refused\",\"message\":\"after it\"}\n");
-  unlink(path);
+  unlink(path.c_str());
 }
 
 TEST(Writer, StartupNamesTheBuild) {
@@ -1052,26 +1050,23 @@ TEST(Writer, StringsAreValidUtf8WhateverTheBytes) {
 TEST(Writer, ARecordAfterACutOneStartsItsOwnLine) {
   // A full disk stops a write part-way through a record: the next record
   // must not land on the same line.
-  char path[] = "/tmp/coz_cut_XXXXXX";
-  int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  close(fd);
+  const std::string path = temp_file("coz_cut");
+  ASSERT_FALSE(path.empty());
   ProfileWriter w;
   std::string err;
   ASSERT_TRUE(w.open(path, false, &err)) << err;
   w.runtime(5);
   // Simulate the cut: append half a record by hand, as a short write leaves it.
   {
-    int raw = open(path, O_WRONLY | O_APPEND);
+    int raw = open(path.c_str(), O_WRONLY | O_APPEND);
     ASSERT_EQ(write(raw, "{\"type\":\"runt", 13), 13);
     close(raw);
   }
   w.mark_cut_for_test();
   w.runtime(6);
-  std::ifstream in(path);
-  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string content = file_text(path);
   EXPECT_EQ(content, "{\"type\":\"runtime\",\"time_ns\":5}\n{\"type\":\"runt\n{\"type\":\"runtime\",\"time_ns\":6}\n");
-  unlink(path);
+  unlink(path.c_str());
 }
 
 // ---- waits: blocked samples and their virtual speedup ----
