@@ -71,6 +71,19 @@ uint64_t least_visits(const std::vector<PointDelta>& progress, uint64_t experime
   return least == UINT64_MAX ? 0 : least;
 }
 
+AlignPoint align_point(const std::vector<PointDelta>& progress, uint64_t wall_ns) {
+  AlignPoint out;
+  uint64_t least = UINT64_MAX;
+  for (const PointDelta& d : progress) {
+    if (d.latency || d.delta == 0 || d.delta >= least) continue;
+    least = d.delta;
+    out.name = d.name;
+  }
+  if (least == UINT64_MAX || wall_ns / least < kAlignPeriodNs) return AlignPoint();
+  out.period_ns = wall_ns / least;
+  return out;
+}
+
 Profiler::Profiler(const Config& config, LineMap* lines, ProfileWriter* writer, ProfilerHooks hooks)
     : config_(config),
       lines_(lines),
@@ -487,6 +500,24 @@ void Profiler::run_one_experiment(const Target* target, const std::vector<AddrRa
   uint64_t t0 = now_mono();
 
   bool end_to_end = config_.end_to_end;
+  // A rarely visited point: the window starts at its next visit and ends at
+  // its first visit after the length (align_point). The speedup is in force
+  // from the start of the wait to the end of the window.
+  const coz_counter_layout* ref = nullptr;
+  uint64_t poll_ns = 0, timeout_ns = 0;
+  bool aligned = false;
+  if (align_.period_ns && !end_to_end) ref = progress().throughput_counter(align_.name);
+  if (ref) {
+    poll_ns = std::min<uint64_t>(std::max<uint64_t>(align_.period_ns / 16, 50000), 1000000);
+    timeout_ns = 3 * align_.period_ns + 2000000;  // a sped-up experiment slows the visits
+    aligned = await_visit(ref, __atomic_load_n(&ref->count, __ATOMIC_RELAXED), poll_ns, timeout_ns);
+    // Measured from here, at a visit (or, without one, from here: no visit was missed).
+    before = progress().totals();
+    g0 = s.global_delay.load();
+    s.selected_samples.store(0);
+    s.selected_blocked_ns.store(0);
+    t0 = now_mono();
+  }
   while (!stopping()) {
     uint64_t elapsed = now_mono() - t0;
     if (!end_to_end && elapsed >= length_ns_) break;
@@ -498,6 +529,8 @@ void Profiler::run_one_experiment(const Target* target, const std::vector<AddrRa
     // end-to-end run is one experiment: its stacks are flushed as it goes.
     if (end_to_end) maybe_flush_stacks();
   }
+  if (ref && !stopping())
+    aligned = await_visit(ref, __atomic_load_n(&ref->count, __ATOMIC_RELAXED), poll_ns, timeout_ns) && aligned;
 
   uint64_t t1 = now_mono();
   s.selected.store(nullptr, std::memory_order_release);
@@ -515,6 +548,7 @@ void Profiler::run_one_experiment(const Target* target, const std::vector<AddrRa
   r.selected_blocked_ns = s.selected_blocked_ns.load();
   r.partial = stopping();
   r.progress = ProgressRegistry::deltas(before, after);
+  if (aligned) r.aligned = align_.name;
   if (end_to_end) {
     PointDelta d;
     d.name = "end-to-end";
@@ -531,6 +565,19 @@ void Profiler::run_one_experiment(const Target* target, const std::vector<AddrRa
   bool any = false;
   uint64_t min_visits = least_visits(r.progress, experiments_, &point_last_seen_, &any);
   length_ns_ = adapt_length(length_ns_, config_.experiment_length_ns, min_visits, any);
+  align_ = align_point(r.progress, r.wall_ns);
+}
+
+bool Profiler::await_visit(const coz_counter_layout* counter, uint64_t from, uint64_t poll_ns, uint64_t timeout_ns) {
+  uint64_t start = now_mono();
+  while (!stopping()) {
+    if (__atomic_load_n(&counter->count, __ATOMIC_RELAXED) != from) return true;
+    uint64_t now = now_mono();
+    if (now - start >= timeout_ns) return false;
+    if (now - drain_ns_ >= kSliceNs) drain();
+    wait_slice(poll_ns);
+  }
+  return false;
 }
 
 void Profiler::account_blocked(pid_t tid, uint32_t kind, const Sample& smp) {

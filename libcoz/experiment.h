@@ -58,6 +58,24 @@ constexpr uint64_t kLiveExperiments = 8;
 uint64_t least_visits(const std::vector<PointDelta>& progress, uint64_t experiment,
                       std::map<std::string, uint64_t>* last_seen, bool* any);
 
+// The point an experiment's window is aligned on: its measurement starts at
+// a visit of that point and ends at the first visit after the experiment's
+// length, so that it counts whole intervals between visits. Counted over a
+// fixed window, a point visited every P ns is off by up to one visit: a
+// relative error of up to P / length, about 5% at 10 visits per experiment
+// (two_threads: its baselines read 10 or 11 visits, all of their spread).
+// The point is the least-visited throughput point that the last experiment
+// saw, when its visits came at least kAlignPeriodNs apart (closer ones lose
+// less to counting than to the polling that finds a visit); `period_ns` is 0
+// when there is none. A point the last experiment missed is not waited for:
+// its length doubles instead (adapt_length).
+constexpr uint64_t kAlignPeriodNs = 1000000;
+struct AlignPoint {
+  std::string name;
+  uint64_t period_ns = 0;  // wall time per visit in the last experiment
+};
+AlignPoint align_point(const std::vector<PointDelta>& progress, uint64_t wall_ns);
+
 // Recently sampled targets (lines, functions, call sites), each weighted
 // by the time its samples stand for (sampling periods: 1 for a CPU sample,
 // n for a blocked sample of n periods), decayed with a half-life of wall
@@ -279,6 +297,10 @@ class Profiler {
   uint64_t total_dropped_ = 0;
   uint64_t total_skipped_ = 0;
   std::map<std::string, uint64_t> point_last_seen_;
+  AlignPoint align_;  // the next experiment's (align_point)
+  // Polls the counter every poll_ns until it leaves `from`, for at most
+  // timeout_ns (draining samples every slice meanwhile). Whether it moved.
+  bool await_visit(const coz_counter_layout* counter, uint64_t from, uint64_t poll_ns, uint64_t timeout_ns);
   std::atomic<uint32_t> stop_word_{0};
   std::atomic<uint32_t> final_written_{0};
   std::atomic<const char*> pending_reason_{nullptr};

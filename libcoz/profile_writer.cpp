@@ -213,7 +213,8 @@ std::string ProfileWriter::format_experiment(const ExperimentRecord& r) const {
         ",\"wall_ns\":" + std::to_string(r.wall_ns) + ",\"delay_ns\":" + std::to_string(r.delay_ns) +
         ",\"selected_samples\":" + std::to_string(r.selected_samples) +
         (r.selected_blocked_ns ? ",\"selected_blocked_ns\":" + std::to_string(r.selected_blocked_ns) : std::string()) +
-        ",\"partial\":" + (r.partial ? "true" : "false") + ",\"progress\":[";
+        ",\"partial\":" + (r.partial ? "true" : "false") +
+        (r.aligned.empty() ? std::string() : ",\"aligned\":" + json_string(r.aligned)) + ",\"progress\":[";
   for (size_t i = 0; i < r.progress.size(); i++) {
     const PointDelta& p = r.progress[i];
     out += i ? "," : "";

@@ -113,6 +113,13 @@ ProgressTotals ProgressRegistry::totals() {
   return out;
 }
 
+const coz_counter_layout* ProgressRegistry::throughput_counter(const std::string& name) {
+  std::lock_guard<std::mutex> g(mu_);
+  for (const Entry& e : entries_)
+    if (e.name == name && !e.begin && !e.end) return e.throughput;
+  return nullptr;
+}
+
 bool ProgressRegistry::empty() {
   std::lock_guard<std::mutex> g(mu_);
   return entries_.empty() && breakpoints_.empty();

@@ -59,6 +59,9 @@ class ProgressRegistry {
   void detach_thread(ThreadState* t);
 
   ProgressTotals totals();
+  // The counter of a source throughput point (COZ_PROGRESS), to poll its
+  // count; nullptr for other points (latency pairs, --progress lines).
+  const coz_counter_layout* throughput_counter(const std::string& name);
   bool empty();
 
   // Around fork (see fork_prepare in runtime.cpp): the child keeps using

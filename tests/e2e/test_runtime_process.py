@@ -128,3 +128,25 @@ def test_the_programs_low_descriptors_are_as_without_the_profiler(build, tmp_pat
     assert profiled == plain, (profiled, plain)
     assert ("Bad file descriptor" in plain) == close_stdout
     assert records(tmp_path / "l.coz")[-1]["type"] == "shutdown"
+
+
+def baseline_rate_errors(out, true_rate):
+    exps = [x for x in records(out) if x["type"] == "experiment" and not x["partial"]]
+    errors = [abs(x["progress"][0]["delta"] / (x["duration_ns"] / 1e9) / true_rate - 1) for x in exps]
+    return exps, sorted(errors)
+
+
+def test_a_rare_point_is_measured_between_its_visits(build, tmp_path):
+    # A point visited every 7 ms, 14.3 visits per 100 ms experiment: counted
+    # over fixed windows, a baseline reads 14 or 15 visits, 2% or 5% off its
+    # true rate. Windows that start and end at a visit read the rate itself,
+    # less the polling's lag (a sixteenth of the period) and late wake-ups.
+    exe = build("paced_point")
+    out = tmp_path / "p.coz"
+    r = coz_run(["-o", str(out), "--experiment-length", "100ms", "--fixed-line", marker("paced_point", "HOT"),
+                 "--fixed-speedup", "0"], [exe, "4", "7000"])
+    assert r.returncode == 0, r.stderr.decode()
+    exps, errors = baseline_rate_errors(out, 1e6 / 7000)
+    aligned = [x for x in exps if x.get("aligned") == "tick"]
+    assert len(exps) >= 15 and len(aligned) >= len(exps) - 2, [x.get("aligned") for x in exps]
+    assert errors[len(errors) // 2] < 0.01, errors

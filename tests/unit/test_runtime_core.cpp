@@ -414,6 +414,22 @@ TEST(Experiment, LengthAdaptsOnLivePointsOnly) {
   EXPECT_FALSE(any) << "no point registered";
 }
 
+TEST(Experiment, WindowsAlignOnTheRarestVisitedThroughputPoint) {
+  PointDelta often{"often", false, 3000, 0, 0, 0}, rare{"rare", false, 10, 0, 0, 0};
+  AlignPoint a = align_point({often, rare}, 100000000);
+  EXPECT_EQ(a.name, "rare");
+  EXPECT_EQ(a.period_ns, 10000000u) << "wall time per visit";
+  // Visits closer than kAlignPeriodNs: counting loses less than polling would.
+  EXPECT_EQ(align_point({often, PointDelta{"busy", false, 101, 0, 0, 0}}, 100000000).period_ns, 0u);
+  EXPECT_EQ(align_point({PointDelta{"busy", false, 100, 0, 0, 0}}, 100000000).period_ns, kAlignPeriodNs)
+      << "one visit per kAlignPeriodNs is rare enough";
+  // Latency pairs, and points the experiment did not see, are not waited for.
+  EXPECT_EQ(align_point({PointDelta{"req", true, 0, 4, 4, 0}}, 100000000).period_ns, 0u);
+  PointDelta missed{"rare", false, 0, 0, 0, 0};
+  EXPECT_EQ(align_point({often, missed}, 100000000).period_ns, 0u) << "often: 33 us apart";
+  EXPECT_EQ(align_point({}, 100000000).period_ns, 0u);
+}
+
 TEST(Experiment, RecentLinesPickInProportionToSamples) {
   Line a{"/a.c", 1}, b{"/b.c", 2};
   RecentLines r;
