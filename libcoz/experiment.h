@@ -258,7 +258,9 @@ class Profiler {
   };
   void note_thread(ThreadState* t);
   std::string group_of(ThreadInfo* info);
-  void finish_thread(ThreadInfo* info);
+  // Ended threads' `thread` records, after one stack flush for them all.
+  void finish_threads(const std::vector<ThreadInfo*>& infos);
+  std::unordered_map<uintptr_t, std::string> group_names_;  // start function -> thread group
   void flush_stacks();
   void maybe_flush_stacks();
   void write_counters();
