@@ -80,12 +80,12 @@ LOCK_COUNTERS_COST_MAX = 0.03      # locks-only beside locks-only without counte
 LAUNCHER_MAX_S = 0.025             # time to main added by `coz run --sampling-only`
 EXIT_MAX_S = 0.010                 # time after main added by it
 
-# The reference beside sampling-only: Linux perf sampling the same clock at our
-# default period (COZ_SAMPLE_PERIOD, 1 ms of each thread's CPU time), user
-# space only as ours, with frame-pointer callchains (-g: perf's cheapest way
-# to keep stacks). It shows what per-thread perf_event sampling costs on the
-# machine at hand, whoever reads the samples.
-PERF_RECORD_PERIOD_NS = 1000000
+# The reference beside sampling-only: Linux perf sampling the same clock at
+# sampling-only's default period (10 ms of each thread's CPU time; 1 ms until
+# 2026-11-26), user space only as ours, with frame-pointer callchains (-g:
+# perf's cheapest way to keep stacks). It shows what perf_event sampling costs
+# on the machine at hand, whoever reads the samples.
+PERF_RECORD_PERIOD_NS = 10000000
 
 
 def rounds_of(program, modes, reps, order=None):

@@ -165,6 +165,8 @@ bool parse_config(const EnvLookup& get, Config* out, std::string* error) {
       return false;
     }
   }
+  // Sampling-only's default period: 10 ms, pprof's 100 Hz (the launcher's too).
+  if (c.sampling_only && !get("COZ_SAMPLE_PERIOD")) c.sample_period_ns = kSamplingOnlyPeriodNs;
   int fixed = !c.fixed_line.empty() + !c.fixed_function.empty() + !c.fixed_callsite.empty();
   if (fixed > 1) {
     *error = "COZ_FIXED_LINE, COZ_FIXED_FUNCTION and COZ_FIXED_CALLSITE cannot go together: an experiment speeds up one unit";

@@ -35,6 +35,12 @@ def test_defaults():
     assert a.sample_period_ns == 1_000_000 and a.experiment_length_ns == 500_000_000
 
 
+def test_sampling_only_samples_at_pprofs_rate_unless_told():
+    assert parse("--sampling-only", "---", "./app").sample_period_ns == 10_000_000
+    assert parse("--sampling-only", "--sample-period", "1ms", "---", "./app").sample_period_ns == 1_000_000
+    assert parse("--locks-only", "---", "./app").sample_period_ns == 1_000_000
+
+
 def test_short_and_long_forms_are_equal():
     short = parse("-b", "lib%", "-b", "MAIN", "-s", "src/%", "-p", "a.c:3", "-o", "x.coz", "-v",
                   "---", "prog")

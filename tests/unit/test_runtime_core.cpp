@@ -46,6 +46,18 @@ EnvLookup env_of(const std::map<std::string, std::string>& m) {
 }
 }  // namespace
 
+TEST(Config, SamplingOnlySamplesAtPprofsRateUnlessTold) {
+  Config c;
+  std::string err;
+  ASSERT_TRUE(parse_config(env_of({{"COZ_SAMPLING_ONLY", "1"}}), &c, &err)) << err;
+  EXPECT_EQ(c.sample_period_ns, kSamplingOnlyPeriodNs);
+  EXPECT_EQ(kSamplingOnlyPeriodNs, 10000000u);
+  ASSERT_TRUE(parse_config(env_of({{"COZ_SAMPLING_ONLY", "1"}, {"COZ_SAMPLE_PERIOD", "1000000"}}), &c, &err)) << err;
+  EXPECT_EQ(c.sample_period_ns, 1000000u) << "a period given is kept";
+  ASSERT_TRUE(parse_config(env_of({{"COZ_LOCKS_ONLY", "1"}}), &c, &err)) << err;
+  EXPECT_EQ(c.sample_period_ns, 1000000u) << "locks-only does not sample";
+}
+
 TEST(Config, DefaultsMatchUpstream) {
   Config c;
   std::string err;
