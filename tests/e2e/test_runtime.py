@@ -353,8 +353,11 @@ def test_profile_records_are_whole_and_ordered(build, tmp_path):
     a, b = marker_line("serial_ab", "LINE_A"), marker_line("serial_ab", "LINE_B")
     chosen = [e["selected"] for e in exps]
     # Lines are chosen in proportion to their samples: A or B almost always,
-    # but a rare sample elsewhere in the loop (its COZ_PROGRESS line) may be chosen too.
-    assert all(c.startswith(f"{PROGRAMS}/serial_ab.c:") for c in chosen), [c for c in chosen if "serial_ab.c:" not in c]
+    # but a rare sample elsewhere in the loop may be chosen too: its
+    # COZ_PROGRESS line, or the clock reads spin.h inlines into it (6 of
+    # 6,000 samples in 4 runs; chosen in 2 runs of about 40, 2026-11-26).
+    program_lines = (f"{PROGRAMS}/serial_ab.c:", f"{PROGRAMS}/spin.h:")
+    assert all(c.startswith(program_lines) for c in chosen), [c for c in chosen if not c.startswith(program_lines)]
     main_lines = {f"{PROGRAMS}/serial_ab.c:{a}", f"{PROGRAMS}/serial_ab.c:{b}"}
     assert sum(c in main_lines for c in chosen) >= len(chosen) - 1, chosen
     for e in exps:
