@@ -55,12 +55,13 @@ summarized like ours ("also" in the JSON): before and after in one
 invocation.
 
 Usage: accuracy.py [--short] [--only NAME] [--ours-only | --upstream-only]
-                   [--build DIR] [--reps N] [--experiment-length T]
+                   [--build DIR] [--reps N] [--profile-reps N] [--experiment-length T]
                    [--work-ours F] [--work-upstream F] [--keep-profiles DIR]
                    [--also NAME=LIBCOZ]
 """
 
 import argparse
+import statistics
 import json
 import os
 import sys
@@ -323,6 +324,15 @@ def predictions(case, runner, amounts, workdir, tag):
     return benchlib.predict(out, unit, name, case.point, amounts)
 
 
+def median_predictions(preds, amounts):
+    """The median at each x of the runs' predictions (those that made one)."""
+    out = {}
+    for x in amounts:
+        vals = [p[x] for p in preds if p.get(x) is not None]
+        out[x] = statistics.median(vals) if vals else None
+    return out
+
+
 def fmt_pp(v):
     return "n/a" if v is None else f"{v:.1f}"
 
@@ -346,6 +356,9 @@ def main(argv=None):
                          "(repeatable; default $COZ_BUILD_DIR, <repo>/build, /work/build-bench)")
     ap.add_argument("--reps", type=int, default=None,
                     help="plain runs per point for real speedups (default 3, 1 with --short)")
+    ap.add_argument("--profile-reps", type=int, default=1,
+                    help="profiled runs per case and profiler, in rounds of one run of each "
+                         "profiler; the prediction at x is their median (default 1)")
     ap.add_argument("--amounts", default=None,
                     help="comma-separated line speedups in percent (default 25,50,75; 50 with --short)")
     ap.add_argument("--experiment-length", default=None,
@@ -396,7 +409,9 @@ def main(argv=None):
     failures = []  # a profiler run that failed, or a prediction missing (blind spots excepted)
     print(f"# machine: {benchlib.machine_description()}; load average at start "
           f"{benchlib.load_average()}")
-    print(f"# real: median of {reps} plain run(s); predicted: one profiled run per profiler, "
+    runs_said = "one profiled run" if args.profile_reps == 1 else \
+        f"median of {args.profile_reps} profiled runs, in rounds of one of each,"
+    print(f"# real: median of {reps} plain run(s); predicted: {runs_said} per profiler, "
           f"--fixed-line, speedups chosen per experiment (half 0%); ours "
           f"--experiment-length {exp_len}, work x{work_ours:g}; upstream work x{work_up:g};")
     print("# predicted at x: experiment-weighted mean of the analysis' points within 5 "
@@ -435,23 +450,35 @@ def main(argv=None):
                     runners.append(("upstream", run_u))
                 elif use_upstream:
                     notes.append(f"upstream: {case.upstream}")
-                for who, runner in runners:
-                    try:
-                        results[who], found, exps[who] = predictions(case, runner, amounts,
-                                                                     workdir, who)
-                        notes += [f"{who}: " + n for n in found]
-                        missing = [x for x in amounts if results[who].get(x) is None]
-                        # Upstream may legitimately give no curve for a short run;
-                        # ours must, except on a blind spot.
-                        if missing and who != "upstream" and case.expect != "blind":
+                got = {who: [] for who, _ in runners}
+                for k in range(args.profile_reps):
+                    for who, runner in runners:
+                        tag = who if args.profile_reps == 1 else f"{who}.{k + 1}"
+                        try:
+                            pred, found, n = predictions(case, runner, amounts, workdir, tag)
+                            got[who].append(pred)
+                            exps[who] = exps.get(who, 0) + n
+                            if k == 0:
+                                notes += [f"{who}: " + f for f in found]
+                            missing = [x for x in amounts if pred.get(x) is None]
+                            # Upstream may legitimately give no curve for a short run;
+                            # ours must, except on a blind spot.
+                            if missing and who != "upstream" and case.expect != "blind":
+                                failures.append({"case": case.name, "profiler": who,
+                                                 "error": "no prediction at " + ",".join(
+                                                     f"{int(round(x * 100))}%" for x in missing)
+                                                 + ": " + "; ".join(found)})
+                        except BenchError as e:
+                            notes.append(f"{who} failed: " + str(e).splitlines()[0])
                             failures.append({"case": case.name, "profiler": who,
-                                             "error": "no prediction at " + ",".join(
-                                                 f"{int(round(x * 100))}%" for x in missing)
-                                             + ": " + "; ".join(found)})
-                    except BenchError as e:
-                        notes.append(f"{who} failed: " + str(e).splitlines()[0])
-                        failures.append({"case": case.name, "profiler": who,
-                                         "error": str(e).splitlines()[0]})
+                                             "error": str(e).splitlines()[0]})
+                for who, preds in got.items():
+                    results[who] = median_predictions(preds, amounts)
+                    if args.profile_reps > 1 and preds:
+                        notes.append(f"{who}: median of {len(preds)} runs, " + "; ".join(
+                            f"{int(round(x * 100))}%: " + " ".join(
+                                "-" if p.get(x) is None else f"{100 * p[x]:.1f}" for p in preds)
+                            for x in amounts))
                 ours, up = results["ours"], results["upstream"]
                 notes += real_notes
             except BenchError as e:

@@ -91,3 +91,10 @@ def test_interpolation_between_measured_shortenings():
     assert accuracy.interpolate(pairs, 0.8) == pytest.approx(0.4)
     # beyond the last pair: the line through the last two
     assert accuracy.interpolate([(0.0, 0.0), (0.3, 0.1), (0.6, 0.3)], 0.75) == pytest.approx(0.4)
+
+
+def test_repeated_profiled_runs_give_the_median_of_their_predictions():
+    # --profile-reps: the prediction at x is the median of the runs that made one.
+    runs = [{0.25: 0.10, 0.5: 0.30}, {0.25: 0.20, 0.5: None}, {0.25: 0.40, 0.5: 0.50}]
+    got = accuracy.median_predictions(runs, [0.25, 0.5, 0.75])
+    assert got == {0.25: 0.20, 0.5: 0.40, 0.75: None}
