@@ -63,7 +63,7 @@ uint64_t least_visits(const std::vector<PointDelta>& progress, uint64_t experime
 // length, so that it counts whole intervals between visits. Counted over a
 // fixed window, a point visited every P ns is off by up to one visit: a
 // relative error of up to P / length, about 5% at 10 visits per experiment
-// (two_threads: its baselines read 10 or 11 visits, all of their spread).
+// (two_threads: its baselines read 10 or 11 visits, most of their spread).
 // The point is the least-visited throughput point that the last experiment
 // saw, when its visits came at least kAlignPeriodNs apart (closer ones lose
 // less to counting than to the polling that finds a visit); `period_ns` is 0

@@ -118,7 +118,13 @@ def test_each_threads_samples_weigh_its_cpu_time(run):
 def test_sampling_only_samples_every_10_ms_by_default(tmp_path, libcoz):
     # pprof's 100 Hz: the sampling itself cost 1.7% of the programs' time at
     # 1 ms on a 2-CPU VM (docs/benchmarks.md). Each sample still weighs its
-    # period: the threads' sample weights add up to their CPU time.
+    # period: the busy threads' sample weights add up to their CPU time.
+    # Thread by thread they do only as well as their samples allow: when two
+    # threads of the process follow each other on a CPU, the kernel swaps
+    # their inherited contexts instead of switching the events, so the
+    # period under way is charged to whichever runs when it ends (beside a
+    # busy loop: worker -150 ms, main +92 ms of 1.35 and 1.33 s, 2026-11-26;
+    # about sqrt(samples) periods). The total is what swaps keep.
     exe = build_program("conv_split", tmp_path, flags=("-g", "-O2"))
     out = tmp_path / "d.coz"
     r = coz_run(["-o", str(out), "--sampling-only"], [exe, "2"])
@@ -129,10 +135,14 @@ def test_sampling_only_samples_every_10_ms_by_default(tmp_path, libcoz):
     busy = [t for t in r0.threads if t["group"] in ("main", "conv_worker_7937")]
     assert len(busy) == 2, r0.threads
     lost = r0.shutdown["lost_records"] * period
+    weights = sum(t["cpu_ns"] for t in busy)
+    clocks = sum(t["cpu_clock_ns"] for t in busy)
+    assert weights >= 100 * period, busy
+    bound = 0.04 * clocks + len(busy) * 1.5 * period * os.cpu_count() + lost
+    assert abs(weights - clocks) <= bound, (busy, lost)
     for t in busy:
-        assert t["cpu_ns"] >= 50 * period, t
-        bound = 0.04 * t["cpu_clock_ns"] + 1.5 * period * os.cpu_count() + lost
-        assert abs(t["cpu_ns"] - t["cpu_clock_ns"]) <= bound, (t, lost)
+        noise = 4 * math.sqrt(t["cpu_clock_ns"] / period) * period
+        assert abs(t["cpu_ns"] - t["cpu_clock_ns"]) <= 0.04 * t["cpu_clock_ns"] + noise + lost, (t, lost)
 
 
 def test_top_by_line_names_the_marked_lines(run):
