@@ -28,7 +28,10 @@ def test_stacks_count_every_sample_with_its_callers(tmp_path, mode):
     # its registers and stack in the profiler thread).
     exe = build_program("chain", tmp_path, flags=("-g", "-O2"), sources=CHAIN_SOURCES)
     out = tmp_path / "s.coz"
-    options = ["--sampling-only"] if mode == "sampling-only" else ["--experiment-length", "50ms"]
+    # 1 ms in both modes (sampling-only's default is 10 ms): the 2:1 split
+    # below needs its ~1,000 samples (97 at 10 ms read 58:39 under load).
+    options = (["--sampling-only", "--sample-period", "1ms"] if mode == "sampling-only"
+               else ["--experiment-length", "50ms"])
     r = coz_run(["-o", str(out), *options], [exe, "1"])
     assert r.returncode == 0, r.stderr.decode()
     (run,) = load([str(out)]).runs
