@@ -61,9 +61,9 @@ Usage: accuracy.py [--short] [--only NAME] [--ours-only | --upstream-only]
 """
 
 import argparse
-import statistics
 import json
 import os
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

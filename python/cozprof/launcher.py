@@ -208,8 +208,9 @@ def parse_time(text, default_unit, what):
     return int(round(ns))
 
 
-# parse_time of the options' defaults (a test checks them against its regex).
-_DEFAULT_TIMES = {("1ms", "ms"): DEFAULT_SAMPLE_PERIOD_NS, ("0.5s", "s"): DEFAULT_EXPERIMENT_LENGTH_NS}
+# parse_time of the options' string defaults (a test checks them against its
+# regex). --sample-period has none: its default depends on --sampling-only.
+_DEFAULT_TIMES = {("0.5s", "s"): DEFAULT_EXPERIMENT_LENGTH_NS}
 
 
 def _is_line(text):
