@@ -111,7 +111,13 @@ def test_per_thread_locks_are_over_synchronization(libcoz, tmp_path, bench):
 
 
 def test_skewed_bucket_locks_are_asymmetric(libcoz, tmp_path, bench):
-    r = report(locks_only(libcoz, tmp_path, bench("locks_asymmetric"), "threads=4", "--short"))
+    # 250,000 operations a thread (about 0.2 s quietly), not --short's 50,000:
+    # in a 40 ms run beside a busy loop the four threads could take turns in
+    # whole time slices, and one run's hot lock saw 203 waits in 200,000
+    # acquisitions and no waiting to speak of, so the rules rightly read Q4.
+    # At this size, 6 of 6 runs beside one busy loop read asymmetric, and 8 of
+    # 8 beside two had the threads waiting 44% to 60% of their time for it.
+    r = report(locks_only(libcoz, tmp_path, bench("locks_asymmetric"), "threads=4", "ops=250000"))
     e = the_lock(r, "locks_asymmetric", "BUCKET")
     assert e["objects"] == 16
     # The clamped hash sends 241/256 of the keys to one bucket: the busiest.
