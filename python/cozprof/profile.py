@@ -296,8 +296,12 @@ class _Unknown(Exception):
     """A well-formed record of a type this version does not know."""
 
 
-def load(paths):
+def load(paths, skip=()):
     """Parse one or more profile files (a path or a list of paths) into a Profile.
+
+    `skip`: JSON record types not to read (their lines are passed over before
+    JSON decoding), for a reader that needs only some of a profile: `coz run`'s
+    summary reads no stacks, locations or thread records.
 
     Raises CozError for a missing or unreadable file, a file in which no record
     can be read, or a format version newer than this parser. Malformed records
@@ -308,8 +312,9 @@ def load(paths):
         paths = [paths]
     profile = Profile([os.fspath(p) for p in paths])
     unknown = {}  # (what, name) -> [first path, first line, count]
+    prefixes = tuple(f'{{"type":"{t}"' for t in skip)
     for path in profile.paths:
-        _load_file(profile, path, unknown)
+        _load_file(profile, path, unknown, prefixes)
     for (what, name), (path, lineno, count) in unknown.items():
         noun, plural, field = _UNKNOWN_WORDS[what]
         profile.warnings.append(f"{path}:{lineno}: {count} {noun if count == 1 else plural} of "
@@ -317,7 +322,7 @@ def load(paths):
     return profile
 
 
-def _load_file(profile, path, unknown):
+def _load_file(profile, path, unknown, skip_prefixes=()):
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -346,7 +351,7 @@ def _load_file(profile, path, unknown):
             profile.warnings.append(f"{path}:{lineno}: bytes that are not UTF-8 text were "
                                     "replaced (from this line on)")
     parser = _Parser(profile, path, unknown)
-    parser.feed(text)
+    parser.feed(text, skip_prefixes)
     parser.read_checkpoint(path + ".checkpoint")
     parser.apply_totals()
 
@@ -399,7 +404,7 @@ class _Parser:
 
     # -- lines -----------------------------------------------------------
 
-    def feed(self, text):
+    def feed(self, text, skip_prefixes=()):
         lines = text.split("\n")
         last = len(lines) - 1
         cut = bool(lines[last])  # no final newline: the last line may be cut short
@@ -413,6 +418,9 @@ class _Parser:
             if not line or line.isspace():
                 continue
             self.lineno = i + 1
+            if skip_prefixes and line.startswith(skip_prefixes):
+                read += 1
+                continue
             try:
                 if line[0] == "{":
                     try:

@@ -114,12 +114,19 @@ def _identity(path):
 
 # --------------------------------------------------------------- reading
 
+# Records the summary does not read: most of a profile's bytes. On a 525 KB
+# file of seven sampling-only runs of benchmarks' pipeline, the parse took
+# 11.0 ms with them and 2.2 ms without (time after the program's exit).
+UNREAD = ("stacks", "locations", "stack_counts", "thread")
+
+
 def load_tail(path, offset):
-    """The runs in `path` from byte `offset` on, parsed by the one profile parser."""
+    """The runs in `path` from byte `offset` on, parsed by the one profile
+    parser, without the records the summary does not read (UNREAD)."""
     from . import profile as profile_mod
 
     if offset == 0:
-        return profile_mod.load(path).runs
+        return profile_mod.load(path, skip=UNREAD).runs
     with open(path, "rb") as f:
         f.seek(offset)
         data = f.read()
@@ -128,7 +135,7 @@ def load_tail(path, offset):
     try:
         _write_all(fd, data)
         try:
-            return profile_mod.load(f"/proc/self/fd/{fd}").runs
+            return profile_mod.load(f"/proc/self/fd/{fd}", skip=UNREAD).runs
         except CozError as e:
             raise CozError(str(e).replace(f"/proc/self/fd/{fd}", path), hint=e.hint) from None
     finally:

@@ -44,6 +44,17 @@ def test_lines_with_enough_data_match_the_analysis_on_every_fixture(path):
     assert run_summary.lines_with_enough_data(prof.runs) == analysed_lines(prof)
 
 
+@pytest.mark.parametrize("path", _profiles(), ids=os.path.basename)
+def test_the_summary_reads_the_same_without_the_records_it_skips(path):
+    whole = profile.load(path)
+    fast = profile.load(path, skip=run_summary.UNREAD)
+    assert run_summary.summarize(fast.runs) == run_summary.summarize(whole.runs)
+    assert [r.warnings for r in fast.runs] == [r.warnings for r in whole.runs]
+    # The skipped records are really passed over, and nothing else is.
+    assert not any(r.stacks or r.locations or r.stack_counts or r.threads for r in fast.runs)
+    assert [len(r.experiments) for r in fast.runs] == [len(r.experiments) for r in whole.runs]
+
+
 def random_runs(rng):
     """Runs in every mode, with the cases the rule turns on: no baseline, no progress at
     some speedups, partial experiments, latency points with and without in-flight counts."""
