@@ -85,6 +85,23 @@ def records(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
+def chain_times(stdout):
+    """What tests/e2e/programs/chain.c measured of itself: its CPU time in ms,
+    and CALL_A's share of the time of its two calls (the known answer)."""
+    fields = dict(f.split(b"=") for f in stdout.split()[2:])
+    a, b = int(fields[b"a_us"]), int(fields[b"b_us"])
+    return int(fields[b"cpu_ms"]), a / (a + b)
+
+
+def share_bound(share, n):
+    """How far a sampled share of n samples may fall from the measured one:
+    four standard deviations of a binomial share (periods that vary around
+    their mean widen it by 1.1), plus half a point for what the program's own
+    clock reads add to each call's measured time (a syscall each, which
+    user-mode samples do not see)."""
+    return 4 * 1.1 * (share * (1 - share) / n) ** 0.5 + 0.005
+
+
 def ready_pid(proc):
     """The pid a program started with stdout=PIPE prints on its "ready PID" line
     (tests/e2e/programs/hostile_crash.c and the like)."""

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from conftest import PROGRAMS, REPO, build_program, coz_run, records
+from conftest import PROGRAMS, REPO, build_program, chain_times, coz_run, records, share_bound
 
 from cozprof.analysis import analyze
 from cozprof.profile import load
@@ -27,8 +27,9 @@ def chain(tmp_path, flags=("-g", "-O1")):
     return build_program("chain", tmp_path, flags=flags, sources=CHAIN_SOURCES)
 
 
-def sample_share(out, line, among=None):
-    """`line`'s share of the run's samples (of those of the lines `among`, if given)."""
+def sample_share(out, line, among=None, with_total=False):
+    """`line`'s share of the run's samples (of those of the lines `among`, if
+    given); with `with_total`, also the number of samples it is a share of."""
     counts = {}
     for r in records(out):
         if r["type"] == "samples":
@@ -38,7 +39,7 @@ def sample_share(out, line, among=None):
     mine = sum(n for k, n in counts.items() if k and k.endswith("/" + line))
     keys = [k for k in counts if k and (among is None or any(k.endswith("/" + a) for a in among))]
     total = sum(counts[k] for k in keys) + (counts.get(None, 0) if among is None else 0)
-    return mine / total
+    return (mine / total, total) if with_total else mine / total
 
 
 def fixed_line_slope(out, line):
@@ -59,9 +60,10 @@ def test_narrowed_source_scope_earns_delay_where_samples_are_attributed(tmp_path
     assert r.returncode == 0, r.stderr.decode()
     sped = [x for x in records(out) if x["type"] == "experiment" and x["speedup"] > 0 and not x["partial"]]
     assert sped and all(x["selected_samples"] > 0 and x["delay_ns"] > 0 for x in sped), sped
-    share = sample_share(out, line, among=[line, marker("chain", "CALL_B")])
+    share, n = sample_share(out, line, among=[line, marker("chain", "CALL_B")], with_total=True)
     result = fixed_line_slope(out, line)
-    assert 0.5 < share < 0.85, share  # A does twice B's steps: about 2/3, measured by the run itself
+    _, a_share = chain_times(r.stdout)  # CALL_A's share of the calls' CPU time, as the program measured it
+    assert abs(share - a_share) < share_bound(a_share, n), (share, a_share, n)
     assert abs(result["slope"] - share) < 0.2, (result["slope"], share, result["points"])
 
 

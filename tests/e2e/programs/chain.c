@@ -1,9 +1,19 @@
 /* One thread; each round calls chain_work() (chain_work.c) twice, from line
- * CALL_A with A steps and from line CALL_B with B steps, then counts a
- * progress point. Runs for SECONDS of wall time, whatever the machine's
- * speed. Known answer, from the run's own samples: speeding up CALL_A by x
- * speeds the program up by x times CALL_A's share of the round's samples.
- * Prints its CPU time.  Usage: chain SECONDS [A B] */
+ * CALL_A with about A steps and from line CALL_B with about B steps, then
+ * counts a progress point. Runs for SECONDS of wall time, whatever the
+ * machine's speed. Known answer, measured by the program itself: the CPU
+ * time of each call (CLOCK_THREAD_CPUTIME_ID around it), printed at the
+ * end with the thread's total; speeding up CALL_A by x speeds the program
+ * up by x times CALL_A's share of the round's time.
+ *
+ * Each round scales both step counts by one factor drawn from [0.75, 1.25)
+ * (the mean stays A and B): rounds of one fixed length fall in step with a
+ * fixed sampling period that is close to a multiple of them, and the
+ * samples then split the calls as the phase of that lock decides, not as
+ * their times do (see docs/runtime.md, "Periods").
+ *
+ * Usage: chain SECONDS [A B]
+ * Prints: chain X cpu_ms=TOTAL a_us=CALL_A b_us=CALL_B */
 #include <coz.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,19 +27,30 @@ static double now(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static long long thread_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
 int main(int argc, char** argv) {
   double seconds = argc > 1 ? atof(argv[1]) : 1.0;
   long a = argc > 3 ? atol(argv[2]) : 200000, b = argc > 3 ? atol(argv[3]) : 100000;
-  unsigned long x = 7937, rounds = 0;
+  unsigned long x = 7937, rng = 0x9e3779b97f4a7c15ul;
+  long long a_ns = 0, b_ns = 0;
   double end = now() + seconds;
   while (now() < end) {
-    x = chain_work(x, a); /* CALL_A */
-    x = chain_work(x, b); /* CALL_B */
-    rounds++;
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;  /* xorshift64 */
+    double f = 0.75 + 0.5 * (double)(rng >> 11) / (double)(1ul << 53);
+    long long t0 = thread_ns();
+    x = chain_work(x, (long)(a * f)); /* CALL_A */
+    long long t1 = thread_ns();
+    x = chain_work(x, (long)(b * f)); /* CALL_B */
+    long long t2 = thread_ns();
+    a_ns += t1 - t0;
+    b_ns += t2 - t1;
     COZ_PROGRESS_NAMED("round");
   }
-  struct timespec cpu;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
-  printf("chain %lu cpu_ms=%ld\n", x % 1000, (long)(cpu.tv_sec * 1000 + cpu.tv_nsec / 1000000));
+  printf("chain %lu cpu_ms=%lld a_us=%lld b_us=%lld\n", x % 1000, thread_ns() / 1000000, a_ns / 1000, b_ns / 1000);
   return 0;
 }
