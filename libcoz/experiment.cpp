@@ -30,6 +30,7 @@ namespace {
 constexpr uint64_t kSliceNs = 10000000;    // 10 ms: how often samples are drained
 constexpr uint64_t kCoolOffNs = 10000000;  // 10 ms of paying debts between experiments
 constexpr uint32_t kDrainsPerPeriod = 20;   // sampling-only: a new random period every ~100 ms
+constexpr uint64_t kPeriodsPerTurn = 10;    // sampling-only: mean turn of a CPU's event, in mean periods
 constexpr uint64_t kKeepUpNs = 2000000;     // during long symbolization, samples are taken this often
 
 // Waits while *word == expected, for at most ns. Safe to pair with a
@@ -689,6 +690,7 @@ void Profiler::write_final() {
   r.skipped_records = total_skipped_;
   r.truncated_stacks = truncated_;
   r.experiments = experiments_;
+  r.period_turns = period_turns_;
   if (progress().empty() && !config_.sampling_only && !config_.locks_only) {
     std::string msg =
         "no progress point was reached: add COZ_PROGRESS to the program (include <coz.h>), "
@@ -749,13 +751,34 @@ const Target* Profiler::pick() {
   return recent_.size() ? recent_.pick(draw) : recent_all_.pick(draw);
 }
 
+uint64_t Profiler::next_alternation(uint64_t now) {
+  // Uniform over [M/2, 3M/2), M = kPeriodsPerTurn mean periods: continuous,
+  // so that a turn's length is no multiple of the program's round.
+  const uint64_t m = kPeriodsPerTurn * std::max<uint64_t>(config_.sample_period_ns, 1);
+  const uint64_t draw = (static_cast<uint64_t>(rng_()) << 32) | rng_();
+  return now + m / 2 + draw % m;
+}
+
 void Profiler::run_sampling_only() {
   // No experiments, no delays: the conventional profile only. Samples,
   // stacks and the run time are written at the stack flushes.
+  // Sampling-only's CPU rings: each CPU's two events take turns at random
+  // times (sampler.h), so that no stretch of samples longer than a turn
+  // keeps one period's phase against the program's loops.
+  uint64_t alternate_at = config_.sampling_only && sampler_cpu_rings_alternate() ? next_alternation(now_mono())
+                                                                                 : UINT64_MAX;
   while (!stopping()) {
     // Every 5 ms: the rings hold about 110 records of 2.3 KiB (sampler.cpp), and the
     // profiler thread waits for a CPU like any other on a busy machine.
-    wait_slice(kSliceNs / 2);
+    uint64_t now = now_mono(), wait = kSliceNs / 2;
+    if (alternate_at != UINT64_MAX) wait = alternate_at > now ? std::min(wait, alternate_at - now) : 0;
+    if (wait) wait_slice(wait);
+    if (alternate_at != UINT64_MAX && now_mono() >= alternate_at) {
+      sampler_alternate_cpu_events();
+      period_turns_++;
+      alternate_at = next_alternation(now_mono());
+      if (now_mono() - drain_ns_ < kSliceNs / 2) continue;  // the drain keeps its 5 ms
+    }
     drain();
     uint64_t elapsed = now_mono() - start_mono_;
     if (elapsed >= next_flush_ns_) write_periodic();

@@ -271,6 +271,8 @@ class Profiler {
   std::unordered_map<uintptr_t, uint64_t> lock_ids_;
   bool flush_locks_ = false;  // the next drain reads the live threads' lock tables
   void run_sampling_only();
+  uint64_t next_alternation(uint64_t now);  // when the CPUs' events next take turns
+  uint64_t period_turns_ = 0;
   void account_blocked(pid_t tid, uint32_t kind, const Sample& smp);
   void account_other_waits(uint64_t period);
   Symbolizer symbolizer_;

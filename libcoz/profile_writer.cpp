@@ -274,7 +274,8 @@ std::string ProfileWriter::format_shutdown(const ShutdownRecord& r) const {
          ",\"dropped_samples\":" + std::to_string(r.dropped_samples) +
          ",\"skipped_records\":" + std::to_string(r.skipped_records) +
          ",\"truncated_stacks\":" + std::to_string(r.truncated_stacks) +
-         ",\"experiments\":" + std::to_string(r.experiments) + "}\n";
+         ",\"experiments\":" + std::to_string(r.experiments) +
+         ",\"period_turns\":" + std::to_string(r.period_turns) + "}\n";
 }
 
 namespace {

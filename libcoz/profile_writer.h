@@ -77,6 +77,7 @@ struct ShutdownRecord {
   uint64_t skipped_records = 0;
   uint64_t truncated_stacks = 0;
   uint64_t experiments = 0;
+  uint64_t period_turns = 0;
 };
 
 // The conventional profile (docs/profile-format.md: locations, stacks,

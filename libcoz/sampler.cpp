@@ -41,10 +41,12 @@ std::atomic<bool> g_any_timer{false};
 // Sampling-only's CPU rings (see sampler_open_cpu_rings).
 struct CpuRing {
   int fd = -1;
+  int alt_fd = -1;  // the second event, its records in fd's ring (PERF_EVENT_IOC_SET_OUTPUT)
   perf_event_mmap_page* page = nullptr;
   size_t len = 0;
 };
 std::vector<CpuRing>* g_cpu_rings = nullptr;  // null: threads sample themselves
+bool g_alt_active = false;                   // the profiler thread's: which of each CPU's events samples
 // The profiler thread's (take_cpu_records). On the heap: the runtime starts
 // that thread from its constructor, which may run before this file's static
 // initializers (a global map was constructed over the one in use).
@@ -58,9 +60,11 @@ std::atomic<pid_t> g_ignored_tid{0};
 void close_cpu_rings() {
   if (!g_cpu_rings) return;
   for (CpuRing& c : *g_cpu_rings) {
+    if (c.alt_fd >= 0) close(c.alt_fd);
     if (c.page) munmap(c.page, c.len);
     if (c.fd >= 0) close(c.fd);
   }
+  g_alt_active = false;
   delete g_cpu_rings;
   g_cpu_rings = nullptr;
 }
@@ -575,6 +579,15 @@ bool open_cpu_ring(long cpu, size_t pages, CpuRing* c, bool* offline, bool* ring
     return false;
   }
   c->page = static_cast<perf_event_mmap_page*>(m);
+  // The second event: its own period, the same records, in this ring.
+  attr.sample_period = draw_period(&g_cpu_rng, g_settings.period_ns);
+  long alt = open_sampling_event(&attr, 0, static_cast<int>(cpu));
+  if (alt >= 0 && (alt = move_fd_high(static_cast<int>(alt))) >= 0 &&
+      ioctl(static_cast<int>(alt), PERF_EVENT_IOC_SET_OUTPUT, c->fd) != 0) {
+    close(static_cast<int>(alt));
+    alt = -1;
+  }
+  c->alt_fd = alt >= 0 ? static_cast<int>(alt) : -1;
   return true;
 }
 }  // namespace
@@ -596,7 +609,15 @@ bool sampler_open_cpu_rings(std::string* why) {
         failed = !offline;
     }
     if (!failed && !g_cpu_rings->empty()) {
-      for (CpuRing& c : *g_cpu_rings) ioctl(c.fd, PERF_EVENT_IOC_ENABLE, 0);
+      // Both events on every CPU, or the first ones alone.
+      bool alternate = true;
+      for (CpuRing& c : *g_cpu_rings) alternate = alternate && c.alt_fd >= 0;
+      for (CpuRing& c : *g_cpu_rings) {
+        if (!alternate && c.alt_fd >= 0) close(c.alt_fd);
+        if (!alternate) c.alt_fd = -1;
+        ioctl(c.fd, PERF_EVENT_IOC_ENABLE, 0);
+      }
+      g_alt_active = false;
       return true;
     }
     close_cpu_rings();
@@ -609,6 +630,18 @@ bool sampler_open_cpu_rings(std::string* why) {
 }
 
 bool sampler_cpu_rings() { return g_cpu_rings != nullptr; }
+
+bool sampler_cpu_rings_alternate() { return g_cpu_rings && !g_cpu_rings->empty() && g_cpu_rings->front().alt_fd >= 0; }
+
+void sampler_alternate_cpu_events() {
+  if (!sampler_cpu_rings_alternate()) return;
+  // The other events first, then these: for the few microseconds between,
+  // both sample (a switch record twice reads as once, parse_records), where
+  // the other order would leave that time to none.
+  for (CpuRing& c : *g_cpu_rings) ioctl(g_alt_active ? c.fd : c.alt_fd, PERF_EVENT_IOC_ENABLE, 0);
+  for (CpuRing& c : *g_cpu_rings) ioctl(g_alt_active ? c.alt_fd : c.fd, PERF_EVENT_IOC_DISABLE, 0);
+  g_alt_active = !g_alt_active;
+}
 
 void sampler_ignore_thread(pid_t tid) { g_ignored_tid.store(tid); }
 

@@ -96,6 +96,13 @@ void parse_records(const char* data, size_t len, SwitchState* sw, uint64_t perio
 // where refused: threads then sample themselves (sampler_start).
 bool sampler_open_cpu_rings(std::string* why);
 bool sampler_cpu_rings();
+// Each CPU has a second inherited event of another random period, writing
+// to the same ring, disabled: the profiler thread enables one and disables
+// the other at random times (sampler.cpp says why). False where the second
+// events were refused (one period per CPU then, for the whole run).
+bool sampler_cpu_rings_alternate();
+// From the profiler thread: the CPUs' other events sample from now on.
+void sampler_alternate_cpu_events();
 // The profiler thread inherits the events too: its records are dropped.
 void sampler_ignore_thread(pid_t tid);
 // One thread's records, in time order, at `offset` in take_cpu_records' out.

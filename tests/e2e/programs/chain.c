@@ -10,7 +10,9 @@
  * (the mean stays A and B): rounds of one fixed length fall in step with a
  * fixed sampling period that is close to a multiple of them, and the
  * samples then split the calls as the phase of that lock decides, not as
- * their times do (see docs/runtime.md, "Periods").
+ * their times do. Sampling-only's turns of periods make that unbiased but
+ * more spread (docs/runtime.md, "Periods"); the tests' bounds are those of
+ * independent samples.
  *
  * Usage: chain SECONDS [A B]
  * Prints: chain X cpu_ms=TOTAL a_us=CALL_A b_us=CALL_B */
