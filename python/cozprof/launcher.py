@@ -528,9 +528,18 @@ def _spawn(argv, program, env):
     locale, took 5-8 ms before the program's main) nor fork (glibc's posix_spawn
     shares the launcher's memory until the exec instead of copying its page
     tables, and runs no Python in the child: ~1 ms less CPU per run). Its
-    errors are the exec's own (glibc reports them since 2.24)."""
-    closes = [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited_descriptors()]
-    return os.posix_spawn(program, argv, env, file_actions=closes, setsigdef=_RESTORED_SIGNALS)
+    errors are the exec's own (glibc reports them since 2.24).
+
+    The inherited descriptors are marked close-on-exec here rather than closed
+    by spawn actions: an action refuses a descriptor numbered at or above the
+    open-file limit (EBADF), which a shell that lowered its limit may still
+    hold, and the launcher needs none of them itself."""
+    for fd in _inherited_descriptors():
+        try:
+            os.set_inheritable(fd, False)
+        except OSError:
+            pass  # closed since the listing
+    return os.posix_spawn(program, argv, env, setsigdef=_RESTORED_SIGNALS)
 
 
 def _inherited_descriptors():

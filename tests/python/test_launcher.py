@@ -3,6 +3,7 @@ launcher's exit status / signal pass-through with a stand-in preload library."""
 
 import os
 import re
+import resource
 import shlex
 import shutil
 import signal
@@ -360,6 +361,31 @@ def test_program_gets_no_inherited_descriptor_and_default_signals(stub_library, 
     fds = {int(fd) for fd in r.stdout.split("SigIgn:")[0].split()}
     assert {0, 1, 2} <= fds and not {8, 9} & fds, r.stdout
     assert not int(r.stdout.split()[-1], 16) & (1 << (signal.SIGPIPE - 1)), r.stdout
+
+
+def test_inherited_descriptor_above_a_lowered_open_file_limit(stub_library, tmp_path):
+    # A shell may hold a descriptor numbered above the limit it later lowers
+    # (`ulimit -n 64` beside an inherited 251): the program runs without coz,
+    # so it runs with coz too, without that descriptor. posix_spawn's close
+    # actions refuse such a number (EBADF), which read "cannot run".
+    high = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(high, 200)  # inheritable
+    os.close(high)
+
+    def lower_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+    env = dict(os.environ, COZ_LIBRARY=stub_library, PYTHONPATH=PYTHON_PATH,
+               STUB_MARKER=str(tmp_path / "marker"))
+    try:
+        r = subprocess.run([sys.executable, "-m", "cozprof", "run", "-o", "x.coz", "---", "ls", "/proc/self/fd"],
+                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=30,
+                           pass_fds=(200,), preexec_fn=lower_limit)
+    finally:
+        os.close(200)
+    assert r.returncode == 0, r.stderr
+    fds = {int(fd) for fd in r.stdout.split()}
+    assert {0, 1, 2} <= fds and 200 not in fds, r.stdout
 
 
 def test_death_by_signal_is_passed_through(stub_library, tmp_path):
