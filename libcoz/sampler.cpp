@@ -551,13 +551,19 @@ void parse_records(const char* data, size_t len, SwitchState* sw, uint64_t perio
 // two CPUs' rings).
 
 namespace {
-// One CPU's event and ring of `pages` pages, or why not (`*ring_refused`:
-// the ring alone, which a smaller one may avoid).
-bool open_cpu_ring(long cpu, size_t pages, CpuRing* c, bool* offline, bool* ring_refused, std::string* why) {
+// A CPU's event: a period of its own, inherited by threads.
+perf_event_attr cpu_ring_attr() {
   perf_event_attr attr = sampling_attr(draw_period(&g_cpu_rng, g_settings.period_ns), true);
   attr.sample_type |= PERF_SAMPLE_TID | PERF_SAMPLE_PERIOD;  // which thread; the event's period
   attr.inherit = 1;
   attr.inherit_thread = 1;
+  return attr;
+}
+
+// One CPU's event and ring of `pages` pages, or why not (`*ring_refused`:
+// the ring alone, which a smaller one may avoid).
+bool open_cpu_ring(long cpu, size_t pages, CpuRing* c, bool* offline, bool* ring_refused, std::string* why) {
+  perf_event_attr attr = cpu_ring_attr();
   long fd = open_sampling_event(&attr, 0, static_cast<int>(cpu));
   if (fd < 0) {
     *offline = errno == ENODEV || errno == ENXIO;
@@ -579,16 +585,31 @@ bool open_cpu_ring(long cpu, size_t pages, CpuRing* c, bool* offline, bool* ring
     return false;
   }
   c->page = static_cast<perf_event_mmap_page*>(m);
-  // The second event: its own period, the same records, in this ring.
-  attr.sample_period = draw_period(&g_cpu_rng, g_settings.period_ns);
-  long alt = open_sampling_event(&attr, 0, static_cast<int>(cpu));
-  if (alt >= 0 && (alt = move_fd_high(static_cast<int>(alt))) >= 0 &&
-      ioctl(static_cast<int>(alt), PERF_EVENT_IOC_SET_OUTPUT, c->fd) != 0) {
-    close(static_cast<int>(alt));
-    alt = -1;
-  }
-  c->alt_fd = alt >= 0 ? static_cast<int>(alt) : -1;
   return true;
+}
+
+// The CPU's second event: its own period, the same records, in the first
+// one's ring. False where refused (a descriptor limit, an old kernel).
+bool open_alternate(long cpu, CpuRing* c) {
+  perf_event_attr attr = cpu_ring_attr();
+  int fd = move_fd_high(static_cast<int>(open_sampling_event(&attr, 0, static_cast<int>(cpu))));
+  if (fd >= 0 && ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, c->fd) != 0) {
+    close(fd);
+    fd = -1;
+  }
+  c->alt_fd = fd;
+  return fd >= 0;
+}
+// Whether the upper half of the open-file limit, where the runtime keeps its
+// descriptors, can spare one more per CPU: the second events are the ones
+// to do without (the objects' debug information is read through that half
+// too, and a thread's own events where it opens them).
+bool room_for_alternates(size_t cpus) {
+  rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return true;
+  const uint64_t base = static_cast<uint64_t>(runtime_fd_base());
+  const uint64_t room = rl.rlim_cur > base ? rl.rlim_cur - base : 0;
+  return room >= 4 * cpus + 64;
 }
 }  // namespace
 
@@ -600,18 +621,22 @@ bool sampler_open_cpu_rings(std::string* why) {
   for (size_t pages = kSignalFreeDataPages; pages >= kDataPages / 2; pages /= 2) {
     g_cpu_rings = new std::vector<CpuRing>();
     bool ring_refused = false, failed = false;
+    std::vector<long> online;
     for (long cpu = 0; cpu < cpus && !failed; cpu++) {
       CpuRing c;
       bool offline = false;
-      if (open_cpu_ring(cpu, pages, &c, &offline, &ring_refused, why))
+      if (open_cpu_ring(cpu, pages, &c, &offline, &ring_refused, why)) {
         g_cpu_rings->push_back(c);
-      else
+        online.push_back(cpu);
+      } else {
         failed = !offline;
+      }
     }
     if (!failed && !g_cpu_rings->empty()) {
-      // Both events on every CPU, or the first ones alone.
-      bool alternate = true;
-      for (CpuRing& c : *g_cpu_rings) alternate = alternate && c.alt_fd >= 0;
+      // The second events once every CPU has its first (they are the ones
+      // to do without): on every CPU, or on none.
+      bool alternate = room_for_alternates(online.size());
+      for (size_t i = 0; i < online.size() && alternate; i++) alternate = open_alternate(online[i], &(*g_cpu_rings)[i]);
       for (CpuRing& c : *g_cpu_rings) {
         if (!alternate && c.alt_fd >= 0) close(c.alt_fd);
         if (!alternate) c.alt_fd = -1;
