@@ -195,7 +195,9 @@ void end_thread(void* arg) {
     // once the thread is gone (and its /proc entries with it).
     t->end_ns = now_mono();
     prctl(PR_GET_NAME, t->name);
-    if (!sampler_cpu_rings()) t->migrations = thread_migrations(t->tid);  // else counted from the rings
+    // Migrations: counted from the CPU rings, or from its own records'
+    // CPUs (complete: sampler_stop drained them), or read from /proc.
+    if (!sampler_cpu_rings()) t->migrations = t->counts_moves ? t->cpu_moves : thread_migrations(t->tid);
     t->cpu_clock_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     tls_state = nullptr;
     t->state.store(2);

@@ -166,12 +166,14 @@ uintptr_t context_ip(void* uc) {
 // stack (sampling-only mode): they go to *copy, the stack bytes into
 // copy->stack's buffer. False for a malformed record.
 bool parse_sample(const RecordReader& r, uint64_t body, uint64_t len, Sample* smp, StackCopy* copy,
-                  uint8_t* stack_buf, uint64_t* period = nullptr) {
+                  uint8_t* stack_buf, uint64_t* period = nullptr, bool cpu_field = false) {
   // Layout: ip, time, nr, ips[nr] (PERF_SAMPLE_IP | TIME | CALLCHAIN), then
   // with copies: abi, regs[kCopiedRegs], size, data[size], dyn_size. The
   // CPU rings' records (g_cpu_rings) also hold pid/tid after ip and the
   // period after time (PERF_SAMPLE_TID | PERIOD): `period` then receives it.
-  const uint64_t skip = period ? 16 : 0;  // pid/tid and period
+  // A thread's own event in the causal modes holds the CPU after time
+  // (PERF_SAMPLE_CPU, `cpu_field`).
+  const uint64_t skip = (period ? 16 : 0) + (cpu_field ? 8 : 0);  // pid/tid and period; cpu
   const uint64_t head = 2 + skip / 8;       // words before nr
   const uint64_t words = len / sizeof(uint64_t);
   uint64_t nr = words > head ? r.word(body + head * 8) : 0;
@@ -261,7 +263,7 @@ uint64_t drain_perf(ThreadState* t, void* uc) {
     }
     const uint64_t body = tail + sizeof hdr, len = hdr.size - sizeof hdr;
     if (hdr.type == PERF_RECORD_SAMPLE) {
-      if (!parse_sample(r, body, len, &smp, nullptr, nullptr)) {
+      if (!parse_sample(r, body, len, &smp, nullptr, nullptr, nullptr, t->counts_moves)) {
         t->skipped_records.fetch_add(1, std::memory_order_relaxed);
       } else {
         if (tail == newest && smp.pcs[0] == context_ip(uc)) unwind_context(uc, &smp);
@@ -272,7 +274,12 @@ uint64_t drain_perf(ThreadState* t, void* uc) {
         hit_ns += record_sample(t, &smp);
       }
     } else if (hdr.type == PERF_RECORD_SWITCH && len >= 8) {
-      t->switches.on_switch(hdr.misc, r.word(body), tail == t->wake_tail);  // sample_id: the time only
+      t->switches.on_switch(hdr.misc, r.word(body), tail == t->wake_tail);  // sample_id: the time[, cpu]
+      if (t->counts_moves && len >= 16 && !(hdr.misc & PERF_RECORD_MISC_SWITCH_OUT)) {
+        uint32_t cpu = static_cast<uint32_t>(r.word(body + 8));  // u32 cpu, u32 reserved (little-endian)
+        if (t->last_cpu != UINT32_MAX && cpu != t->last_cpu) t->cpu_moves++;
+        t->last_cpu = cpu;
+      }
     } else if (hdr.type == PERF_RECORD_LOST && len >= 16) {
       t->lost_records.fetch_add(r.word(body + 8), std::memory_order_relaxed);  // id, lost
     }
@@ -403,7 +410,12 @@ SamplerKind sampler_start(ThreadState* t, std::string* why) {
   t->rng = now_mono() ^ (static_cast<uint64_t>(t->tid) << 32);
   t->period_ns = random_period(t);
   perf_event_attr attr = sampling_attr(t->period_ns, g_settings.signal_free);
-  if (!g_settings.signal_free) attr.wakeup_events = g_settings.batch;
+  if (!g_settings.signal_free) {
+    attr.wakeup_events = g_settings.batch;
+    // The CPU of each record: the thread's migrations, counted from its
+    // switches in, where reading its /proc count at its end cost 30 us.
+    attr.sample_type |= PERF_SAMPLE_CPU;
+  }
   long fd = open_sampling_event(&attr, t->tid, -1);
   if (fd >= 0 && (fd = move_fd_high(static_cast<int>(fd))) < 0) {
     rlimit rl{};
@@ -426,6 +438,7 @@ SamplerKind sampler_start(ThreadState* t, std::string* why) {
       t->perf_fd = static_cast<int>(fd);
       t->page = static_cast<perf_event_mmap_page*>(m);
       t->mmap_len = len;
+      t->counts_moves = !g_settings.signal_free;  // (its records' layout: before the first one)
       ioctl(t->perf_fd, PERF_EVENT_IOC_RESET, 0);
       ioctl(t->perf_fd, PERF_EVENT_IOC_ENABLE, 0);
       return SamplerKind::kPerfEvent;

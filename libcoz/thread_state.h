@@ -201,6 +201,12 @@ struct ThreadState {
 
   // Context switches, from the perf ring's switch records [sig].
   SwitchState switches;
+  // CPU migrations, from the CPU of those records (causal modes: the thread's
+  // own event carries PERF_SAMPLE_CPU) [sig]: a switch in on another CPU
+  // than the previous one. Read by the thread itself at its end.
+  bool counts_moves = false;
+  uint32_t last_cpu = UINT32_MAX;
+  int64_t cpu_moves = 0;
   uint64_t timer_waited_ns = 0;  // timer sampler: schedstat's wait time at the previous sample
   uint64_t wake_tail = UINT64_MAX;  // perf ring position where records after the latest wake begin
 
@@ -231,7 +237,7 @@ struct ThreadState {
   uintptr_t origin_pc = 0;
   uint64_t start_ns = 0, end_ns = 0;  // CLOCK_MONOTONIC
   char name[16] = {0};
-  int64_t migrations = -1;  // se.nr_migrations at its end; -1: unknown
+  int64_t migrations = -1;  // its migrations at its end (cpu_moves, or se.nr_migrations); -1: unknown
   uint64_t cpu_clock_ns = 0;  // its CPU time at its end (CLOCK_THREAD_CPUTIME_ID)
   static constexpr int kHardwareCounters = 2;  // cycles, instructions
   int hw_fds[kHardwareCounters] = {-1, -1};    // counting events, when the CPU has them

@@ -194,8 +194,9 @@ def test_migrations_agree_with_the_kernels_count(tmp_path, libcoz, mode):
     # The worker moves between two CPUs 200 times and reads the kernel's own
     # count of its migrations (se.nr_migrations), as the main thread does.
     # Sampling-only counts them from its per-CPU rings (a thread's record on
-    # another CPU's ring than its previous one); the per-thread sampler
-    # reads each thread's count at its end.
+    # another CPU's ring than its previous one); the causal mode's
+    # per-thread sampler from the CPU of each thread's switch records (a
+    # switch in on another CPU than the one before).
     exe = build_program("migrate", tmp_path)
     out = tmp_path / "m.coz"
     r = coz_run(["-o", str(out), "--experiment-length", "50ms", *mode], [exe, "200"])
