@@ -30,7 +30,8 @@ namespace {
 constexpr uint64_t kSliceNs = 10000000;    // 10 ms: how often samples are drained
 constexpr uint64_t kCoolOffNs = 10000000;  // 10 ms of paying debts between experiments
 constexpr uint32_t kDrainsPerPeriod = 20;   // sampling-only: a new random period every ~100 ms
-constexpr uint64_t kPeriodsPerTurn = 10;    // sampling-only: mean turn of a CPU's event, in mean periods
+constexpr uint64_t kPeriodsPerTurn = 10;    // sampling-only: mean turn of a CPU's event, in mean periods,
+constexpr uint64_t kShortestTurnNs = 10000000;  // and 10 ms at least (each turn reaches every thread)
 constexpr uint64_t kKeepUpNs = 2000000;     // during long symbolization, samples are taken this often
 
 // Waits while *word == expected, for at most ns. Safe to pair with a
@@ -752,9 +753,10 @@ const Target* Profiler::pick() {
 }
 
 uint64_t Profiler::next_alternation(uint64_t now) {
-  // Uniform over [M/2, 3M/2), M = kPeriodsPerTurn mean periods: continuous,
-  // so that a turn's length is no multiple of the program's round.
-  const uint64_t m = kPeriodsPerTurn * std::max<uint64_t>(config_.sample_period_ns, 1);
+  // Uniform over [M/2, 3M/2), M = kPeriodsPerTurn mean periods (at least
+  // kShortestTurnNs): continuous, so that a turn's length is no multiple of
+  // the program's round.
+  const uint64_t m = std::max(kPeriodsPerTurn * config_.sample_period_ns, kShortestTurnNs);
   const uint64_t draw = (static_cast<uint64_t>(rng_()) << 32) | rng_();
   return now + m / 2 + draw % m;
 }
