@@ -40,6 +40,7 @@ std::atomic<bool> g_any_timer{false};
 
 // Sampling-only's CPU rings (see sampler_open_cpu_rings).
 struct CpuRing {
+  long cpu = -1;
   int fd = -1;
   int alt_fd = -1;  // the second event, its records in fd's ring (PERF_EVENT_IOC_SET_OUTPUT)
   perf_event_mmap_page* page = nullptr;
@@ -603,9 +604,9 @@ bool open_cpu_ring(long cpu, size_t pages, CpuRing* c, bool* offline, bool* ring
 
 // The CPU's second event: its own period, the same records, in the first
 // one's ring. False where refused (a descriptor limit, an old kernel).
-bool open_alternate(long cpu, CpuRing* c) {
+bool open_alternate(CpuRing* c) {
   perf_event_attr attr = cpu_ring_attr();
-  int fd = move_fd_high(static_cast<int>(open_sampling_event(&attr, 0, static_cast<int>(cpu))));
+  int fd = move_fd_high(static_cast<int>(open_sampling_event(&attr, 0, static_cast<int>(c->cpu))));
   if (fd >= 0 && ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, c->fd) != 0) {
     close(fd);
     fd = -1;
@@ -634,25 +635,25 @@ bool sampler_open_cpu_rings(std::string* why) {
   for (size_t pages = kSignalFreeDataPages; pages >= kDataPages / 2; pages /= 2) {
     g_cpu_rings = new std::vector<CpuRing>();
     bool ring_refused = false, failed = false;
-    std::vector<long> online;
     for (long cpu = 0; cpu < cpus && !failed; cpu++) {
       CpuRing c;
+      c.cpu = cpu;
       bool offline = false;
-      if (open_cpu_ring(cpu, pages, &c, &offline, &ring_refused, why)) {
+      if (open_cpu_ring(cpu, pages, &c, &offline, &ring_refused, why))
         g_cpu_rings->push_back(c);
-        online.push_back(cpu);
-      } else {
+      else
         failed = !offline;
-      }
     }
     if (!failed && !g_cpu_rings->empty()) {
       // The second events once every CPU has its first (they are the ones
       // to do without): on every CPU, or on none.
-      bool alternate = room_for_alternates(online.size());
-      for (size_t i = 0; i < online.size() && alternate; i++) alternate = open_alternate(online[i], &(*g_cpu_rings)[i]);
+      bool alternate = room_for_alternates(g_cpu_rings->size());
+      for (size_t i = 0; i < g_cpu_rings->size() && alternate; i++) alternate = open_alternate(&(*g_cpu_rings)[i]);
       for (CpuRing& c : *g_cpu_rings) {
-        if (!alternate && c.alt_fd >= 0) close(c.alt_fd);
-        if (!alternate) c.alt_fd = -1;
+        if (!alternate && c.alt_fd >= 0) {
+          close(c.alt_fd);
+          c.alt_fd = -1;
+        }
         ioctl(c.fd, PERF_EVENT_IOC_ENABLE, 0);
       }
       g_alt_active = false;

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "spin.h"
+
 unsigned long chain_work(unsigned long x, long steps);
 
 static double now(void) {
@@ -29,30 +31,25 @@ static double now(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static long long thread_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
-
 int main(int argc, char** argv) {
   double seconds = argc > 1 ? atof(argv[1]) : 1.0;
   long a = argc > 3 ? atol(argv[2]) : 200000, b = argc > 3 ? atol(argv[3]) : 100000;
   unsigned long x = 7937, rng = 0x9e3779b97f4a7c15ul;
-  long long a_ns = 0, b_ns = 0;
+  uint64_t a_ns = 0, b_ns = 0;
   double end = now() + seconds;
   while (now() < end) {
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;  /* xorshift64 */
     double f = 0.75 + 0.5 * (double)(rng >> 11) / (double)(1ul << 53);
-    long long t0 = thread_ns();
+    uint64_t t0 = thread_cpu_ns();
     x = chain_work(x, (long)(a * f)); /* CALL_A */
-    long long t1 = thread_ns();
+    uint64_t t1 = thread_cpu_ns();
     x = chain_work(x, (long)(b * f)); /* CALL_B */
-    long long t2 = thread_ns();
+    uint64_t t2 = thread_cpu_ns();
     a_ns += t1 - t0;
     b_ns += t2 - t1;
     COZ_PROGRESS_NAMED("round");
   }
-  printf("chain %lu cpu_ms=%lld a_us=%lld b_us=%lld\n", x % 1000, thread_ns() / 1000000, a_ns / 1000, b_ns / 1000);
+  printf("chain %lu cpu_ms=%llu a_us=%llu b_us=%llu\n", x % 1000, (unsigned long long)(thread_cpu_ns() / 1000000),
+         (unsigned long long)(a_ns / 1000), (unsigned long long)(b_ns / 1000));
   return 0;
 }
