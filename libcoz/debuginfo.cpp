@@ -3,6 +3,7 @@
 #include "fds.h"
 
 #include <cxxabi.h>
+#include <cerrno>
 #include <dwarf.h>
 #include <elfutils/libdwelf.h>
 #include <fcntl.h>
@@ -46,8 +47,9 @@ bool debug_file_matches(Dwfl_Module* mod, int fd) {
 // download: with DEBUGINFOD_URLS set (Debian sets it in login shells) that
 // would make the profiled process reach the network and stall the profiler
 // thread for up to 90 s per object.
-Dwfl_Module* report_elf(Dwfl* dwfl, const std::string& path) {
+Dwfl_Module* report_elf(Dwfl* dwfl, const std::string& path, int* open_error) {
   int fd = open_high(path.c_str());
+  if (open_error) *open_error = fd < 0 ? errno : 0;
   if (fd < 0) return nullptr;
   Dwfl_Module* mod = dwfl_report_elf(dwfl, path.c_str(), path.c_str(), fd, 0, true);
   if (!mod) close(fd);  // consumed only on success

@@ -27,8 +27,11 @@ int find_debuginfo_local(Dwfl_Module* mod, void** userdata, const char* modname,
 // dwfl_report_elf (base 0, add_p_vaddr: module addresses are the file's own)
 // on a descriptor the runtime opened high (fds.h), which libdwfl keeps for
 // the session: its own open would take the program's lowest free number, its
-// stdout when the program started with it closed. Null on failure.
-Dwfl_Module* report_elf(Dwfl* dwfl, const std::string& path);
+// stdout when the program started with it closed. Null on failure;
+// `open_error`, when given, is then the open's errno (0: opened, but libdwfl
+// refused the file), so that a full descriptor table is not mistaken for a
+// file without debug information.
+Dwfl_Module* report_elf(Dwfl* dwfl, const std::string& path, int* open_error = nullptr);
 
 // Lexical normalization: drops empty and "." components and folds
 // "dir/.." ("/build/obj/../src/app.c" becomes "/build/src/app.c").

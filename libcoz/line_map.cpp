@@ -96,6 +96,7 @@ struct Object {
 
   // Built lazily under query_mu_.
   bool debug_opened = false;
+  int open_error = 0;  // errno of the failed open of the file (EMFILE: no descriptor was left)
   bool has_line_info = false;
   Dwfl* dwfl = nullptr;
   Dwarf* dwarf = nullptr;
@@ -268,7 +269,7 @@ struct LineMap::Impl {
     if (!o->dwfl) return;
     // Base 0, add_p_vaddr: module addresses are the file's own vaddrs; the
     // run-time load bias is added by us.
-    Dwfl_Module* mod = report_elf(o->dwfl, o->path);
+    Dwfl_Module* mod = report_elf(o->dwfl, o->path, &o->open_error);
     dwfl_report_end(o->dwfl, nullptr, nullptr);
     if (!mod) return;
     void** userdata = nullptr;
@@ -542,7 +543,18 @@ std::vector<std::string> LineMap::objects_without_debug_info() {
   std::vector<std::string> out;
   for (Object* o : impl_->snapshot) {
     impl_->open_debug(o);
-    if (!o->has_line_info) out.push_back(o->path);
+    if (!o->has_line_info && !o->open_error) out.push_back(o->path);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, int>> LineMap::objects_not_opened() {
+  std::lock_guard<std::mutex> lk(impl_->query_mu);
+  impl_->refresh();
+  std::vector<std::pair<std::string, int>> out;
+  for (Object* o : impl_->snapshot) {
+    impl_->open_debug(o);
+    if (o->open_error) out.emplace_back(o->path, o->open_error);
   }
   return out;
 }

@@ -89,6 +89,10 @@ class LineMap {
   // Paths of in-scope objects that have no DWARF line information (after
   // looking for separate debug files).
   std::vector<std::string> objects_without_debug_info();
+  // In-scope objects whose file could not be opened, with the open's errno
+  // (EMFILE when the program's descriptor limit was reached): their lines
+  // are unknown for that reason, not for a lack of debug information.
+  std::vector<std::pair<std::string, int>> objects_not_opened();
 
   // Force the tables of every in-scope object to be built now.
   void build_all();

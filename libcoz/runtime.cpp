@@ -492,6 +492,15 @@ void report_missing_debug_info() {
              " no debug information and cannot be profiled: " + libraries +
              " (install their debug symbols, or narrow --binary-scope)");
   }
+  // Not a lack of debug information: the file could not be opened, most
+  // often because the program's open-file limit was reached.
+  for (const auto& [path, error] : g_lines->objects_not_opened()) {
+    if (!g_reported_no_debug->insert(path).second) continue;
+    bool no_fd = error == EMFILE || error == ENFILE;
+    warn("object-not-opened", path + " could not be opened (" + std::string(strerror(error)) +
+                                  "): its lines cannot be profiled" +
+                                  (no_fd ? "; raise the open-file limit (ulimit -n)" : ""));
+  }
 }
 
 // Called by the profiler thread between experiments and every few

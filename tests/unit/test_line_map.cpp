@@ -14,8 +14,10 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <link.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <functional>
@@ -361,6 +363,27 @@ TEST(LineMapFixtures, ReportsObjectsWithoutDebugInfo) {
   EXPECT_EQ(m.objects_without_debug_info(), std::vector<std::string>{kBin + "/lm_nodebug"});
   EXPECT_EQ(m.lookup(must_symbol(kBin + "/lm_nodebug", "fixture_alpha").addr), nullptr);
   EXPECT_NE(m.lookup(must_symbol(kBin + "/lm_dwarf4", "fixture_alpha").addr + 0x100000000), nullptr);
+}
+
+// With no descriptor left, the object's file cannot be opened: that is said
+// as such, not as an object without debug information.
+TEST(LineMapFixtures, AnObjectThatCouldNotBeOpenedIsNotCalledOneWithoutDebugInfo) {
+  coz::LineMap m({"%/lm_dwarf4"}, {"%"});
+  ASSERT_TRUE(m.add_object(kBin + "/lm_dwarf4", 0, false));
+  rlimit saved;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 256;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> fillers;
+  for (int fd; (fd = dup(0)) >= 0;) fillers.push_back(fd);
+  ASSERT_EQ(errno, EMFILE);
+  std::vector<std::pair<std::string, int>> not_opened = m.objects_not_opened();
+  std::vector<std::string> without = m.objects_without_debug_info();
+  for (int fd : fillers) close(fd);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_EQ(not_opened, (std::vector<std::pair<std::string, int>>{{kBin + "/lm_dwarf4", EMFILE}}));
+  EXPECT_TRUE(without.empty());
 }
 
 TEST(LineMapFixtures, SeparateDebugFileByBuildId) {
