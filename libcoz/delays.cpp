@@ -14,6 +14,7 @@ namespace coz {
 namespace {
 
 std::atomic<PauseFn> g_pause{real_pause};
+std::atomic<PauseFn> g_cpu_pause{real_cpu_pause};
 std::atomic<ClockFn> g_clock{now_mono};
 std::atomic<bool> g_test_clock{false};
 // ns per counter tick (32.32) that waits are timed with; 0: the clock.
@@ -39,6 +40,40 @@ uint64_t real_pause(uint64_t ns) {
 }
 
 void set_pause_fn(PauseFn fn) { g_pause.store(fn ? fn : real_pause); }
+
+namespace {
+uint64_t thread_cpu_now() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+}  // namespace
+
+uint64_t real_cpu_pause(uint64_t cpu_ns) {
+  uint64_t start = now_mono();
+  uint64_t c0 = thread_cpu_now();
+  while (thread_cpu_now() - c0 < cpu_ns) {
+  }
+  return now_mono() - start;
+}
+
+void set_cpu_pause_fn(PauseFn fn) { g_cpu_pause.store(fn ? fn : real_cpu_pause); }
+
+void note_cpu_share(ThreadState* t, uint64_t cpu_ns, uint64_t preempted_ns) {
+  t->recent_cpu_ns += cpu_ns - t->recent_cpu_ns / 16;
+  t->recent_preempted_ns += preempted_ns - t->recent_preempted_ns / 16;
+}
+
+bool in_cpu_pause(const ThreadState* t, uint64_t time_ns) {
+  for (uint32_t i = 0; i < ThreadState::kPauseWindows; i++)
+    if (t->pause_from_ns[i] && t->pause_from_ns[i] <= time_ns && time_ns <= t->pause_to_ns[i]) return true;
+  return false;
+}
+
+uint64_t cpu_share_permille(const ThreadState* t) {
+  uint64_t total = t->recent_cpu_ns + t->recent_preempted_ns;
+  return total ? t->recent_cpu_ns * 1000 / total : 1000;
+}
 
 void sync_epoch(ThreadState* t) {
   uint64_t e = shared().epoch.load(std::memory_order_acquire);
@@ -75,11 +110,25 @@ void catch_up(ThreadState* t) {
   uint64_t banked = t->excess_ns < owed ? t->excess_ns : owed;
   t->excess_ns -= banked;
   uint64_t to_sleep = owed - banked;
-  if (to_sleep) {
-    uint64_t slept = g_pause.load(std::memory_order_relaxed)(to_sleep);
-    if (slept > to_sleep) t->excess_ns += slept - to_sleep;
-    t->paused_ns.fetch_add(slept, std::memory_order_relaxed);
+  if (!to_sleep) return;
+  uint64_t share = cpu_share_permille(t);
+  if (share < kSleepShareMin) {
+    // Its CPU time is the pause's measure: the wall time it takes follows
+    // the scheduler's turns, and leaves no excess to bank.
+    uint32_t w = t->pause_next++ % ThreadState::kPauseWindows;
+    t->pause_to_ns[w] = UINT64_MAX;
+    t->pause_from_ns[w] = now_mono();
+    uint64_t cpu = to_sleep * share / 1000;
+    uint64_t took = g_cpu_pause.load(std::memory_order_relaxed)(cpu);
+    t->pause_to_ns[w] = now_mono();
+    t->paused_ns.fetch_add(took, std::memory_order_relaxed);
+    t->held_ns.fetch_add(took, std::memory_order_relaxed);
+    t->held_cpu_ns.fetch_add(cpu, std::memory_order_relaxed);
+    return;
   }
+  uint64_t slept = g_pause.load(std::memory_order_relaxed)(to_sleep);
+  if (slept > to_sleep) t->excess_ns += slept - to_sleep;
+  t->paused_ns.fetch_add(slept, std::memory_order_relaxed);
 }
 
 uint64_t wait_clock() { return g_clock.load(std::memory_order_relaxed)(); }

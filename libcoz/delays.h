@@ -7,7 +7,8 @@
 // Model (COZ paper, section 3): while line L is sped up by s, each sample of
 // a thread whose first in-scope frame is L adds s x its period to that thread's
 // local delay; the global delay is the largest local delay. A thread whose
-// local delay is behind the global one pauses for the difference. A thread
+// local delay is behind the global one pauses for the difference (a sleep,
+// or, for a thread that shares its CPU, CPU time: real_cpu_pause). A thread
 // woken by another is credited with the delay inserted while it waited (its
 // waker paid it before waking it); a thread that blocked on its own pays
 // after it wakes.
@@ -24,6 +25,36 @@ namespace coz {
 using PauseFn = uint64_t (*)(uint64_t ns);
 uint64_t real_pause(uint64_t ns);  // nanosleep + CLOCK_MONOTONIC; safe in signal context
 void set_pause_fn(PauseFn fn);
+
+// A pause that keeps the CPU: runs until the thread's own CPU clock has
+// advanced by `cpu_ns`, and returns the wall time it took. Replaced in tests.
+//
+// Why: a thread that waits for a CPU (more runnable threads than CPUs, or
+// other processes) and sleeps its debt hands its CPU to the next runnable
+// thread, which runs sooner than it would have: the pause delays the
+// program less than its length, and the prediction overshoots (about twice
+// the real gain with 4 workers on 2 CPUs; docs/analysis.md, "More threads
+// than cores"). Under a fair scheduler a thread that holds its CPU for
+// share x d of CPU time, its share of a CPU while runnable being `share`,
+// loses d of wall time, and no other thread gains or loses anything: the
+// pure delay of one thread that virtual speedup assumes.
+uint64_t real_cpu_pause(uint64_t cpu_ns);
+void set_cpu_pause_fn(PauseFn fn);
+
+// Below this share of a CPU while runnable (permille), a debt is paid with
+// real_cpu_pause; above it, with real_pause (what a sleep gives away is then
+// at most a tenth of it, and a sleep costs the machine nothing).
+constexpr uint64_t kSleepShareMin = 900;
+// [sig] Records a sample's CPU time and the time its thread sat preempted
+// before it: the thread's recent share of a CPU while runnable.
+void note_cpu_share(ThreadState* t, uint64_t cpu_ns, uint64_t preempted_ns);
+// The thread's recent share of a CPU while runnable, in permille (1000 when
+// no sample has told yet).
+uint64_t cpu_share_permille(const ThreadState* t);
+// [sig] Whether `time_ns` (CLOCK_MONOTONIC) fell in one of the thread's
+// last pauses that held the CPU, or in the one under way: a sample taken
+// then is the runtime's CPU time.
+bool in_cpu_pause(const ThreadState* t, uint64_t time_ns);
 
 // The clock of waits (CLOCK_MONOTONIC; replaced in tests).
 using ClockFn = uint64_t (*)();
@@ -52,7 +83,8 @@ void sync_epoch(ThreadState* t);
 // time: earn speedup x weight of delay.
 void add_hits(ThreadState* t, uint64_t weight_ns);
 
-// Pays what the thread owes: pauses global - local (less banked excess).
+// Pays what the thread owes: pauses global - local (less banked excess),
+// sleeping, or holding its CPU for its share of it (real_cpu_pause).
 // The caller holds t->busy (process_samples does), or is a test.
 void catch_up(ThreadState* t);
 

@@ -266,6 +266,8 @@ void Profiler::drain() {
       ThreadInfo& info = threads_[t->tid];
       for (int k = 0; k < kWaitKinds; k++) info.waits[k] = t->wait_total_ns[k].load(std::memory_order_relaxed);
       info.paused_ns = t->paused_ns.load(std::memory_order_relaxed);
+      info.held_ns = t->held_ns.load(std::memory_order_relaxed);
+      info.held_cpu_ns = t->held_cpu_ns.load(std::memory_order_relaxed);
       if (!config_.sampling_only) {
         info.voluntary_ns = __atomic_load_n(&t->switches.voluntary_ns, __ATOMIC_RELAXED);
         info.uncharged_ns = __atomic_load_n(&t->switches.uncharged_ns, __ATOMIC_RELAXED);
@@ -401,6 +403,7 @@ void Profiler::finish_threads(const std::vector<ThreadInfo*>& infos) {
     }
     group_of(info);
     info->record.paused_ns = info->paused_ns;
+    info->record.paused_cpu_ns = info->held_cpu_ns;
   }
   // Their last stacks must be defined before the flush that follows forgets
   // them: one flush for all the threads that ended since the last look.
@@ -612,14 +615,14 @@ void Profiler::account_blocked(pid_t tid, uint32_t kind, const Sample& smp) {
 void Profiler::account_other_waits(uint64_t period) {
   // Off the CPU but in no wait the runtime interposes (a futex of an inline
   // system call, a page fault): the switch records' voluntary time, less the
-  // interposed waits and the runtime's own pauses. Its blocked samples go
+  // interposed waits and the runtime's own sleeps. Its blocked samples go
   // on the stack of the thread's latest CPU sample (where it resumed).
   for (auto& kv : threads_) {
     ThreadInfo& info = kv.second;
     uint64_t known = 0;
     for (int k = 0; k < kWaitKinds; k++)
       if (k != static_cast<int>(WaitKind::kSched) && k != static_cast<int>(WaitKind::kOther)) known += info.waits[k];
-    known += info.paused_ns;
+    known += info.paused_ns - info.held_ns;  // slept: a pause that held the CPU is not off it
     uint64_t other = info.voluntary_ns > known ? info.voluntary_ns - known : 0;
     if (info.uncharged_ns > info.uncharged_shown_ns) {
       info.record.wait_ns[static_cast<int>(WaitKind::kSched)] += info.uncharged_ns - info.uncharged_shown_ns;

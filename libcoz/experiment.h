@@ -251,7 +251,9 @@ class Profiler {
     uint64_t voluntary_ns = 0;   // off the CPU of its own accord (switch records)
     uint64_t uncharged_ns = 0;        // wakeup preemptions (switch records), charged to no line
     uint64_t uncharged_shown_ns = 0;  // how much of it the record's sched wait already holds
-    uint64_t paused_ns = 0;      // the runtime's own pauses (delays)
+    uint64_t paused_ns = 0;      // the runtime's own pauses (delays), wall time
+    uint64_t held_ns = 0;        // of them, pauses that held the CPU: wall time
+    uint64_t held_cpu_ns = 0;    // and their CPU time
     uint64_t other_rest_ns = 0;  // `other` waiting time not yet worth a whole blocked sample
     const Sample* last_cpu = nullptr;  // its latest CPU sample in this look (where waits resumed)
     bool named = false;

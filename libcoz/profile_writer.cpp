@@ -331,7 +331,8 @@ std::string ProfileWriter::format_thread(const ThreadRecord& r) const {
                     ",\"cpu_clock_ns\":" + std::to_string(r.cpu_clock_ns) +
                     ",\"wait_ns\":{";
   for (int i = 0; i < 6; i++) out += (i ? ",\"" : "\"") + std::string(kWaitNames[i]) + "\":" + std::to_string(r.wait_ns[i]);
-  return out + "},\"paused_ns\":" + std::to_string(r.paused_ns) + "}\n";
+  return out + "},\"paused_ns\":" + std::to_string(r.paused_ns) + ",\"paused_cpu_ns\":" + std::to_string(r.paused_cpu_ns) +
+         "}\n";
 }
 
 std::string ProfileWriter::format_counters(const CountersRecord& r) const {

@@ -115,7 +115,8 @@ struct ThreadRecord {
   uint64_t start_ns = 0, end_ns = 0, cpu_ns = 0;
   uint64_t cpu_clock_ns = 0;  // its CPU time by its own clock, user and system
   uint64_t wait_ns[6] = {0, 0, 0, 0, 0, 0};  // io, lock, sleep, sync, sched, other
-  uint64_t paused_ns = 0;  // slept paying the delays of experiments (virtual speedup's own pauses)
+  uint64_t paused_ns = 0;  // paused paying the delays of experiments (virtual speedup's own pauses), wall time
+  uint64_t paused_cpu_ns = 0;  // CPU time of the pauses that held the CPU (delays.h, real_cpu_pause)
 };
 
 // Synchronization counters (a `locks` record).

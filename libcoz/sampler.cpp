@@ -95,6 +95,7 @@ uint64_t record_sample(ThreadState* t, Sample* smp) {
   uint64_t hit_ns = 0;
   const RangeSet* sel = s.selected.load(std::memory_order_acquire);
   add_origin(t->origin_pc, s.scope.load(std::memory_order_acquire), smp);
+  note_cpu_share(t, smp->weight_ns, smp->wait_ns);
   if (sel && chain_selected(sel, s.scope.load(std::memory_order_acquire),
                             s.selected_any_frame.load(std::memory_order_relaxed), smp->pcs, smp->n)) {
     // The unit's cost in wall time: its CPU time, and the time the thread
@@ -266,6 +267,8 @@ uint64_t drain_perf(ThreadState* t, void* uc) {
     if (hdr.type == PERF_RECORD_SAMPLE) {
       if (!parse_sample(r, body, len, &smp, nullptr, nullptr, nullptr, t->counts_moves)) {
         t->skipped_records.fetch_add(1, std::memory_order_relaxed);
+      } else if (len >= 16 && in_cpu_pause(t, r.word(body + 8))) {  // ip, time
+        t->switches.take_preempted();  // the runtime's pause, not the program's
       } else {
         if (tail == newest && smp.pcs[0] == context_ip(uc)) unwind_context(uc, &smp);
         // The period it ended (PERF_SAMPLE_PERIOD would say the first one,
@@ -324,6 +327,7 @@ uint64_t sample_from_context(ThreadState* t, void* uc, int overrun) {
   uint64_t waited = schedstat_wait_ns();
   smp.wait_ns = waited > t->timer_waited_ns && t->timer_waited_ns ? waited - t->timer_waited_ns : 0;
   t->timer_waited_ns = waited;
+  if (in_cpu_pause(t, now_mono())) return 0;  // the runtime's pause, not the program's
   smp.n = 1;
   smp.pcs[0] = context_ip(uc);
   unwind_context(uc, &smp);

@@ -161,6 +161,18 @@ struct ThreadState {
   // Delay accounting [sig]: only the owning thread writes these.
   uint64_t local_delay = 0;  // delay accounted for: earned by running the selected line, or paid
   uint64_t excess_ns = 0;    // slept beyond what was owed, banked against the next debt
+  // Its recent samples' CPU time and time preempted (each decayed by 1/16
+  // per sample): its share of a CPU while runnable, which decides how a
+  // debt is paid (catch_up).
+  uint64_t recent_cpu_ns = 0;
+  uint64_t recent_preempted_ns = 0;
+  // The last pauses that held the CPU, [from, to] on CLOCK_MONOTONIC (to:
+  // UINT64_MAX while one runs): the samples taken in them are the runtime's
+  // CPU time, not the program's, and are dropped (in_cpu_pause).
+  static constexpr uint32_t kPauseWindows = 8;
+  uint64_t pause_from_ns[kPauseWindows] = {};
+  uint64_t pause_to_ns[kPauseWindows] = {};
+  uint32_t pause_next = 0;
   uint64_t epoch = 0;        // experiment these counts belong to
   uint64_t pre_block_global = 0;
   bool blocked = false;      // between pre_block and post_block: debts wait for post_block
@@ -176,7 +188,9 @@ struct ThreadState {
   // blocked sample, and totals the profiler thread reads.
   uint64_t wait_rest_ns[6] = {0, 0, 0, 0, 0, 0};
   std::atomic<uint64_t> wait_total_ns[6] = {};
-  std::atomic<uint64_t> paused_ns{0};  // slept paying delays (switch records see it as off the CPU)
+  std::atomic<uint64_t> paused_ns{0};  // paying delays: wall time slept, or spent holding the CPU
+  std::atomic<uint64_t> held_ns{0};    // of it, the wall time of pauses that held the CPU (real_cpu_pause)
+  std::atomic<uint64_t> held_cpu_ns{0};  // their CPU time
   // [sig] Re-entrancy guard of sample processing: only the owning thread
   // and its own signal handler use it, and a handler runs to its end before
   // the code it interrupted goes on, so a load and a store ordered against

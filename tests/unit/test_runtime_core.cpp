@@ -20,6 +20,7 @@
 #include <string>
 
 #include "config.h"
+#include "clock.h"
 #include "delays.h"
 #include "experiment.h"
 #include "locks.h"
@@ -171,12 +172,19 @@ uint64_t fake_pause(uint64_t ns) {
   g_slept_total += ns + g_oversleep;
   return ns + g_oversleep;
 }
+uint64_t g_cpu_paused_total = 0;  // CPU time held by real_cpu_pause's stand-in
+uint64_t fake_cpu_pause(uint64_t cpu_ns) {
+  g_cpu_paused_total += cpu_ns;
+  return 2 * cpu_ns + 12345;  // its wall time: whatever the scheduler's turns made it
+}
 
 class Delays : public ::testing::Test {
  protected:
   void SetUp() override {
     set_pause_fn(fake_pause);
+    set_cpu_pause_fn(fake_cpu_pause);
     g_slept_total = 0;
+    g_cpu_paused_total = 0;
     g_oversleep = 0;
     Shared& s = shared();
     s.global_delay.store(1000);  // any starting point: only differences matter
@@ -188,6 +196,7 @@ class Delays : public ::testing::Test {
   void TearDown() override {
     shared().paying.store(false);
     set_pause_fn(nullptr);
+    set_cpu_pause_fn(nullptr);
   }
 };
 }  // namespace
@@ -231,6 +240,72 @@ TEST_F(Delays, OversleepIsBankedAgainstTheNextDebt) {
   add_hits(&a, ms(1));  // owes 0.5 ms more, 0.3 ms already slept
   catch_up(&b);
   EXPECT_EQ(g_slept_total, 1300000u + 200000u);
+}
+
+// A thread that gets 40% of a CPU while runnable pays a 1 ms debt by holding
+// its CPU for 0.4 ms of CPU time (which costs it 1 ms of wall time under a
+// fair scheduler), whatever wall time that took, and banks no excess.
+TEST_F(Delays, AThreadSharingItsCpuPaysWithItsShareOfCpuTime) {
+  ThreadState a, b;
+  sync_epoch(&b);
+  for (int i = 0; i < 40; i++) note_cpu_share(&b, ms(2), ms(3));
+  EXPECT_NEAR(static_cast<double>(cpu_share_permille(&b)), 400.0, 2.0);
+  const uint64_t share = cpu_share_permille(&b);
+  add_hits(&a, ms(2));  // global +1 ms
+  catch_up(&b);
+  EXPECT_EQ(g_slept_total, 0u);
+  EXPECT_EQ(g_cpu_paused_total, ms(1) * share / 1000);
+  EXPECT_EQ(b.excess_ns, 0u) << "a pause measured in CPU time leaves nothing to bank";
+  EXPECT_EQ(b.paused_ns.load(), 2 * g_cpu_paused_total + 12345) << "its wall time is what it paused";
+  catch_up(&b);
+  EXPECT_EQ(g_cpu_paused_total, ms(1) * share / 1000) << "a debt is paid once";
+}
+
+// The samples taken while a pause held the CPU are the runtime's: the pause
+// under way and the last ones are known by their times.
+TEST_F(Delays, APauseThatHeldTheCpuIsKnownByItsTimes) {
+  ThreadState a, b;
+  sync_epoch(&b);
+  for (int i = 0; i < 40; i++) note_cpu_share(&b, ms(1), ms(1));
+  const uint64_t before = now_mono();
+  EXPECT_FALSE(in_cpu_pause(&b, before));
+  add_hits(&a, ms(2));
+  catch_up(&b);
+  const uint64_t after = now_mono();
+  EXPECT_GT(g_cpu_paused_total, 0u);
+  EXPECT_FALSE(in_cpu_pause(&b, before - 1));
+  EXPECT_FALSE(in_cpu_pause(&b, after + 1));
+  EXPECT_TRUE(in_cpu_pause(&b, b.pause_from_ns[0]));
+  EXPECT_TRUE(in_cpu_pause(&b, b.pause_to_ns[0]));
+  EXPECT_LE(before, b.pause_from_ns[0]);
+  EXPECT_LE(b.pause_to_ns[0], after);
+  EXPECT_EQ(b.held_cpu_ns.load(), g_cpu_paused_total);
+  EXPECT_EQ(b.held_ns.load(), b.paused_ns.load());
+}
+
+// A thread that is rarely preempted (or has no sample yet) sleeps its debt.
+TEST_F(Delays, AThreadWithItsOwnCpuSleeps) {
+  ThreadState a, b, c;
+  sync_epoch(&b);
+  sync_epoch(&c);
+  EXPECT_EQ(cpu_share_permille(&c), 1000u);
+  for (int i = 0; i < 40; i++) note_cpu_share(&b, ms(19), ms(1));
+  EXPECT_NEAR(static_cast<double>(cpu_share_permille(&b)), 950.0, 2.0);
+  add_hits(&a, ms(2));
+  catch_up(&b);
+  catch_up(&c);
+  EXPECT_EQ(g_slept_total, 2000000u);
+  EXPECT_EQ(g_cpu_paused_total, 0u);
+}
+
+// The share follows the thread's recent samples: older ones fade.
+TEST_F(Delays, TheShareFollowsRecentSamples) {
+  ThreadState t;
+  for (int i = 0; i < 200; i++) note_cpu_share(&t, ms(1), 0);
+  for (int i = 0; i < 200; i++) note_cpu_share(&t, ms(1), ms(1));
+  EXPECT_NEAR(static_cast<double>(cpu_share_permille(&t)), 500.0, 5.0);
+  for (int i = 0; i < 200; i++) note_cpu_share(&t, ms(1), 0);
+  EXPECT_NEAR(static_cast<double>(cpu_share_permille(&t)), 1000.0, 5.0);
 }
 
 TEST_F(Delays, WokenThreadIsCreditedWithDelaysInsertedWhileBlocked) {
@@ -578,10 +653,11 @@ TEST(Writer, ThreadRecordsSayHowLongTheRuntimePausedTheThread) {
   r.group = "work";
   r.wait_ns[0] = 7;
   r.paused_ns = 1234567;
+  r.paused_cpu_ns = 89;
   EXPECT_EQ(w.format_thread(r),
             "{\"type\":\"thread\",\"tid\":42,\"thread\":\"worker\",\"group\":\"work\",\"start_ns\":0,"
             "\"end_ns\":0,\"cpu_ns\":0,\"cpu_clock_ns\":0,\"wait_ns\":{\"io\":7,\"lock\":0,\"sleep\":0,"
-            "\"sync\":0,\"sched\":0,\"other\":0},\"paused_ns\":1234567}\n");
+            "\"sync\":0,\"sched\":0,\"other\":0},\"paused_ns\":1234567,\"paused_cpu_ns\":89}\n");
 }
 
 TEST(Writer, SpeedupFractionsHaveTwoDecimals) {
