@@ -112,21 +112,22 @@ void catch_up(ThreadState* t) {
   uint64_t to_sleep = owed - banked;
   if (!to_sleep) return;
   uint64_t share = cpu_share_permille(t);
+  uint64_t slept;
   if (share < kSleepShareMin) {
-    // Its CPU time is the pause's measure: the wall time it takes follows
-    // the scheduler's turns, and leaves no excess to bank.
+    // Holding the CPU for its share of the debt takes about the debt in
+    // wall time, when the thread gets its share meanwhile; what it takes
+    // beyond is banked, as a sleep's oversleep is.
     uint32_t w = t->pause_next++ % ThreadState::kPauseWindows;
     t->pause_to_ns[w] = UINT64_MAX;
     t->pause_from_ns[w] = now_mono();
     uint64_t cpu = to_sleep * share / 1000;
-    uint64_t took = g_cpu_pause.load(std::memory_order_relaxed)(cpu);
+    slept = g_cpu_pause.load(std::memory_order_relaxed)(cpu);
     t->pause_to_ns[w] = now_mono();
-    t->paused_ns.fetch_add(took, std::memory_order_relaxed);
-    t->held_ns.fetch_add(took, std::memory_order_relaxed);
+    t->held_ns.fetch_add(slept, std::memory_order_relaxed);
     t->held_cpu_ns.fetch_add(cpu, std::memory_order_relaxed);
-    return;
+  } else {
+    slept = g_pause.load(std::memory_order_relaxed)(to_sleep);
   }
-  uint64_t slept = g_pause.load(std::memory_order_relaxed)(to_sleep);
   if (slept > to_sleep) t->excess_ns += slept - to_sleep;
   t->paused_ns.fetch_add(slept, std::memory_order_relaxed);
 }
