@@ -185,11 +185,23 @@ QUIET_WAIT = 0.15
 
 
 def paused_shares(run):
-    """(LONG's paused time, SHORT's paused time) on their lines, each per unit of
-    the delay the profiler inserted over the run (every experiment's delay_ns)."""
+    """(LONG's paused time, SHORT's paused time), each per unit of the delay
+    the profiler inserted over the run (every experiment's delay_ns).
+
+    The program times the rest of each thread's wall time on its line, beyond
+    its CPU time and its waits for a CPU: a sleep's pause, measured apart
+    from the runtime. A thread that waits for a CPU pays its debts by holding
+    its CPU instead (docs/runtime.md, "Virtual speedup"), which the program
+    sees as CPU time and waiting: when any of LONG's or SHORT's threads did,
+    the figures are the runtime's own, the `paused_ns` of the records of the
+    threads started with run_long and run_short (sleeps and held pauses)."""
     timed = printed(run.stdout, "setting")[0]
     inserted = sum(e["delay_ns"] for e in run.records if e["type"] == "experiment")
     assert inserted > 0, "no delay was inserted"
+    threads = {side: [t for t in run.records if t["type"] == "thread" and t["group"] == "run_" + side]
+               for side in ("long", "short")}
+    if any(t.get("paused_cpu_ns") for side in threads.values() for t in side):
+        return tuple(sum(t["paused_ns"] for t in threads[side]) / inserted for side in ("long", "short"))
     return timed["long_paused_ns"] / inserted, timed["short_paused_ns"] / inserted
 
 
