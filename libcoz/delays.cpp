@@ -14,7 +14,7 @@ namespace coz {
 namespace {
 
 std::atomic<PauseFn> g_pause{real_pause};
-std::atomic<CpuPauseFn> g_cpu_pause{real_cpu_pause};
+std::atomic<PauseFn> g_cpu_pause{real_cpu_pause};
 std::atomic<ClockFn> g_clock{now_mono};
 std::atomic<bool> g_test_clock{false};
 // ns per counter tick (32.32) that waits are timed with; 0: the clock.
@@ -41,25 +41,15 @@ uint64_t real_pause(uint64_t ns) {
 
 void set_pause_fn(PauseFn fn) { g_pause.store(fn ? fn : real_pause); }
 
-namespace {
-uint64_t thread_cpu_now() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-}  // namespace
-
-uint64_t real_cpu_pause(uint64_t cpu_ns, uint64_t wall_ns) {
+uint64_t real_cpu_pause(uint64_t cpu_ns) {
   uint64_t start = now_mono();
-  uint64_t c0 = thread_cpu_now();
-  while (thread_cpu_now() - c0 < cpu_ns) {
+  uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  while (clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0 < cpu_ns) {
   }
-  uint64_t took = now_mono() - start;
-  if (took < wall_ns) took += real_pause(wall_ns - took);
-  return took;
+  return now_mono() - start;
 }
 
-void set_cpu_pause_fn(CpuPauseFn fn) { g_cpu_pause.store(fn ? fn : real_cpu_pause); }
+void set_cpu_pause_fn(PauseFn fn) { g_cpu_pause.store(fn ? fn : real_cpu_pause); }
 
 void note_cpu_share(ThreadState* t, uint64_t cpu_ns, uint64_t preempted_ns) {
   t->recent_cpu_ns += cpu_ns - t->recent_cpu_ns / 16;
@@ -118,16 +108,17 @@ void catch_up(ThreadState* t) {
   if (share < kSleepShareMin) {
     // Holding the CPU for its share of the debt takes about the debt in
     // wall time, when the thread gets its share meanwhile; the rest of the
-    // debt is slept if it took less, and what it took beyond is banked, as
-    // a sleep's oversleep is.
+    // debt is slept if it took less (a sleep: off the CPU, not held), and
+    // what it took beyond is banked, as a sleep's oversleep is.
     uint32_t w = t->pause_next++ % ThreadState::kPauseWindows;
     t->pause_to_ns[w] = UINT64_MAX;
     t->pause_from_ns[w] = now_mono();
     uint64_t cpu = to_sleep * share / 1000;
-    slept = g_cpu_pause.load(std::memory_order_relaxed)(cpu, to_sleep);
+    slept = g_cpu_pause.load(std::memory_order_relaxed)(cpu);
     t->pause_to_ns[w] = now_mono();
     t->held_ns.fetch_add(slept, std::memory_order_relaxed);
     t->held_cpu_ns.fetch_add(cpu, std::memory_order_relaxed);
+    if (slept < to_sleep) slept += g_pause.load(std::memory_order_relaxed)(to_sleep - slept);
   } else {
     slept = g_pause.load(std::memory_order_relaxed)(to_sleep);
   }

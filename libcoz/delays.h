@@ -27,9 +27,7 @@ uint64_t real_pause(uint64_t ns);  // nanosleep + CLOCK_MONOTONIC; safe in signa
 void set_pause_fn(PauseFn fn);
 
 // A pause that keeps the CPU: runs until the thread's own CPU clock has
-// advanced by `cpu_ns`, then, if that took less than `wall_ns`, sleeps the
-// rest; returns the wall time it took (at least `wall_ns`). Replaced in
-// tests.
+// advanced by `cpu_ns`, and returns the wall time it took. Replaced in tests.
 //
 // Why: a thread that waits for a CPU (more runnable threads than CPUs, or
 // other processes) and sleeps its debt hands its CPU to the next runnable
@@ -40,11 +38,10 @@ void set_pause_fn(PauseFn fn);
 // holds it for p x d of CPU time takes about d of wall time, and leaves the
 // other threads the CPU time they had: the delay of one thread that
 // virtual speedup assumes. When the scheduler gives it more than its share
-// meanwhile, the rest of d is slept: a pause never sets the thread back
-// less than its debt (one that took longer is banked, as oversleep is).
-using CpuPauseFn = uint64_t (*)(uint64_t cpu_ns, uint64_t wall_ns);
-uint64_t real_cpu_pause(uint64_t cpu_ns, uint64_t wall_ns);
-void set_cpu_pause_fn(CpuPauseFn fn);
+// meanwhile, catch_up sleeps the rest of d: a pause never sets the thread
+// back less than its debt (one that took longer is banked, as oversleep is).
+uint64_t real_cpu_pause(uint64_t cpu_ns);
+void set_cpu_pause_fn(PauseFn fn);
 
 // Below this share of a CPU while runnable (permille), a debt is paid with
 // real_cpu_pause; above it, with real_pause (what a sleep gives away is then
