@@ -15,6 +15,7 @@ namespace {
 
 std::atomic<PauseFn> g_pause{real_pause};
 std::atomic<PauseFn> g_cpu_pause{real_cpu_pause};
+std::atomic<HeldPauseFn> g_after_held_pause{nullptr};
 std::atomic<ClockFn> g_clock{now_mono};
 std::atomic<bool> g_test_clock{false};
 // ns per counter tick (32.32) that waits are timed with; 0: the clock.
@@ -50,10 +51,19 @@ uint64_t real_cpu_pause(uint64_t cpu_ns) {
 }
 
 void set_cpu_pause_fn(PauseFn fn) { g_cpu_pause.store(fn ? fn : real_cpu_pause); }
+void set_after_held_pause_fn(HeldPauseFn fn) { g_after_held_pause.store(fn); }
 
 void note_cpu_share(ThreadState* t, uint64_t cpu_ns, uint64_t preempted_ns) {
   t->recent_cpu_ns += cpu_ns - t->recent_cpu_ns / 16;
   t->recent_preempted_ns += preempted_ns - t->recent_preempted_ns / 16;
+}
+
+void CrowdWindow::publish() {
+  uint64_t total = cpu_ns + preempted_ns;
+  if (total < kCrowdWindowNs) return;
+  shared().crowded.store(cpu_ns * 1000 < kSleepShareMin * total, std::memory_order_relaxed);
+  cpu_ns /= 2;
+  preempted_ns /= 2;
 }
 
 bool in_cpu_pause(const ThreadState* t, uint64_t time_ns) {
@@ -105,7 +115,9 @@ void catch_up(ThreadState* t) {
   if (!to_sleep) return;
   uint64_t share = cpu_share_permille(t);
   uint64_t slept;
-  if (share < kSleepShareMin) {
+  if (share < kSleepShareMin || shared().crowded.load(std::memory_order_relaxed)) {
+    // (In a crowded program a thread of full share holds it too: sleeping,
+    // it would hand its CPU to a thread that waits for one.)
     // Holding the CPU for its share of the debt takes about the debt in
     // wall time, when the thread gets its share meanwhile; the rest of the
     // debt is slept if it took less (a sleep: off the CPU, not held), and
@@ -116,6 +128,7 @@ void catch_up(ThreadState* t) {
     uint64_t cpu = to_sleep * share / 1000;
     slept = g_cpu_pause.load(std::memory_order_relaxed)(cpu);
     t->pause_to_ns[w] = now_mono();
+    if (HeldPauseFn after = g_after_held_pause.load(std::memory_order_relaxed)) after(t);
     t->held_ns.fetch_add(slept, std::memory_order_relaxed);
     t->held_cpu_ns.fetch_add(cpu, std::memory_order_relaxed);
     if (slept < to_sleep) slept += g_pause.load(std::memory_order_relaxed)(to_sleep - slept);

@@ -42,11 +42,44 @@ void set_pause_fn(PauseFn fn);
 // back less than its debt (one that took longer is banked, as oversleep is).
 uint64_t real_cpu_pause(uint64_t cpu_ns);
 void set_cpu_pause_fn(PauseFn fn);
+// Called at the end of each pause that held the CPU, its window recorded
+// (in_cpu_pause): the sampler reads the thread's ring there. A sample
+// signal that arrives while the thread is in the runtime (in catch_up, in
+// such a pause) leaves its records in the ring; a thread that pays a
+// pause at every wake, and runs little else, would otherwise have them
+// read only pauses later, once their windows are forgotten, and count the
+// pauses as its CPU time. None: nothing is read.
+using HeldPauseFn = void (*)(ThreadState* t);
+void set_after_held_pause_fn(HeldPauseFn fn);
 
-// Below this share of a CPU while runnable (permille), a debt is paid with
-// real_cpu_pause; above it, with real_pause (what a sleep gives away is then
-// at most a tenth of it, and a sleep costs the machine nothing).
+// Below this share of a CPU while runnable (permille), the thread's own or
+// the program's (CrowdWindow), a debt is paid with real_cpu_pause; above
+// both, with real_pause (what a sleep gives away is then at most a tenth of
+// it, and a sleep costs the machine nothing).
 constexpr uint64_t kSleepShareMin = 900;
+// The program's share of the CPUs while runnable, over all its threads'
+// recent samples (the profiler thread adds them as it processes them, and
+// the time threads sat preempted by a thread they had just woken, which no
+// sample carries), published as Shared::crowded: below kSleepShareMin, threads wait for a
+// CPU, and any thread that pays a debt holds its CPU (catch_up), whatever
+// its own share. A thread that waits little itself (one that blocks on a
+// queue most of the time, then runs at once when woken) would otherwise
+// sleep its pauses and hand its CPU to the threads that wait for one: a
+// pipeline's last stage did, and the pipeline's predictions overshot by 8
+// to 11 points (docs/analysis.md, "More threads than cores").
+struct CrowdWindow {
+  uint64_t cpu_ns = 0, preempted_ns = 0;
+  void add(uint64_t cpu, uint64_t preempted) {
+    cpu_ns += cpu;
+    preempted_ns += preempted;
+  }
+  // Once the window holds kCrowdWindowNs of runnable time: publishes whether
+  // the share in it was below kSleepShareMin, and halves the window (older
+  // samples count less).
+  void publish();
+};
+constexpr uint64_t kCrowdWindowNs = 20000000;  // 20 ms of the threads' runnable time
+
 // [sig] Records a sample's CPU time and the time its thread sat preempted
 // before it: the thread's recent share of a CPU while runnable.
 void note_cpu_share(ThreadState* t, uint64_t cpu_ns, uint64_t preempted_ns);

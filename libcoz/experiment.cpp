@@ -347,6 +347,7 @@ void Profiler::drain() {
     total_samples_++;
     info.last_cpu = &p.smp;
     info.record.cpu_ns += smp.weight_ns;
+    crowd_.add(smp.weight_ns, smp.wait_ns);
     stacks_.add(p.tid, StackKind::kCpu, smp.pcs, smp.n, smp.weight_ns);
     if (smp.wait_ns) {
       // Preempted time: one blocked sample of the `sched` kind per period of it.
@@ -368,6 +369,7 @@ void Profiler::drain() {
     add_candidates(smp, l, true, 1);
   }
   account_other_waits(period);
+  crowd_.publish();
   std::vector<ThreadInfo*> ended;
   for (pid_t tid : ended_) {
     auto it = threads_.find(tid);
@@ -625,6 +627,7 @@ void Profiler::account_other_waits(uint64_t period) {
     known += info.paused_ns - info.held_ns;  // slept: a pause that held the CPU is not off it
     uint64_t other = info.voluntary_ns > known ? info.voluntary_ns - known : 0;
     if (info.uncharged_ns > info.uncharged_shown_ns) {
+      crowd_.add(0, info.uncharged_ns - info.uncharged_shown_ns);  // preempted by a thread it had just woken
       info.record.wait_ns[static_cast<int>(WaitKind::kSched)] += info.uncharged_ns - info.uncharged_shown_ns;
       info.uncharged_shown_ns = info.uncharged_ns;
     }

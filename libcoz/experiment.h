@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "config.h"
+#include "delays.h"
 #include "line_map.h"
 #include "profile_writer.h"
 #include "progress.h"
@@ -299,6 +300,7 @@ class Profiler {
   uint64_t experiments_ = 0;
   // Totals over every thread, including those that exited and were recycled.
   uint64_t total_samples_ = 0;
+  CrowdWindow crowd_;  // the program's recent share of the CPUs (Shared::crowded)
   uint64_t total_lost_ = 0;
   uint64_t total_dropped_ = 0;
   uint64_t total_skipped_ = 0;

@@ -298,6 +298,17 @@ uint64_t drain_perf(ThreadState* t, void* uc) {
   return hit_ns;
 }
 
+// [sig] After a pause that held the CPU (delays.h, set_after_held_pause_fn):
+// the records of its samples are dropped while its window is still known,
+// those before it counted. Not a wake: a wake's mark is kept while no
+// record was read, and what was read consumed it.
+void drain_after_held_pause(ThreadState* t) {
+  if (!t->page) return;
+  const uint64_t wake = t->wake_tail, before = t->page->data_tail;
+  add_hits(t, drain_perf(t, nullptr));
+  t->wake_tail = t->page->data_tail == before ? wake : UINT64_MAX;
+}
+
 // [sig] The thread's total time runnable but waiting for a CPU
 // (/proc/thread-self/schedstat, second field, in ns); 0 if unreadable.
 uint64_t schedstat_wait_ns() {
@@ -352,6 +363,7 @@ uint64_t sample_period_ns() { return g_settings.period_ns; }
 
 void sampler_configure(const SamplerSettings& s) {
   g_settings = s;
+  set_after_held_pause_fn(s.signal_free ? nullptr : drain_after_held_pause);
 #if COZ_HAVE_LIBUNWIND
   // Per-thread caches: unwinding in a signal handler must take no lock
   // another thread may hold.

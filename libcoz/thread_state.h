@@ -288,6 +288,10 @@ struct Shared {
   std::atomic<uint32_t> blocked_scope{0};
   std::atomic<uint64_t> selected_blocked_ns{0};    // waits of the selected line ended in the experiment
   std::atomic<uint64_t> experiment_start_ns{0};    // CLOCK_MONOTONIC start of the running experiment
+  // The program's threads, all together, recently got less than
+  // kSleepShareMin of a CPU while runnable (CrowdWindow, delays.h): a sleep
+  // would hand the CPU to a thread that waits for one.
+  std::atomic<bool> crowded{false};
 };
 
 // Constant-initialized (its constructor is constexpr): usable before any

@@ -194,9 +194,11 @@ class Delays : public ::testing::Test {
     s.epoch.fetch_add(1);
     s.speedup_pct.store(50);
     s.paying.store(true);
+    s.crowded.store(false);
   }
   void TearDown() override {
     shared().paying.store(false);
+    shared().crowded.store(false);
     set_pause_fn(nullptr);
     set_cpu_pause_fn(nullptr);
   }
@@ -329,6 +331,42 @@ TEST_F(Delays, AThreadWithItsOwnCpuSleeps) {
   catch_up(&c);
   EXPECT_EQ(g_slept_total, 2000000u);
   EXPECT_EQ(g_cpu_paused_total, 0u);
+}
+
+// In a program whose threads wait for a CPU, even a thread that is itself
+// rarely preempted (a pipeline's last stage: blocked on its queue, run at
+// once when woken) holds its CPU: a sleep would hand it to a thread waiting
+// for one.
+TEST_F(Delays, InACrowdedProgramEveryThreadHoldsItsCpu) {
+  ThreadState a, b;
+  sync_epoch(&b);
+  EXPECT_EQ(cpu_share_permille(&b), 1000u);
+  shared().crowded.store(true);
+  add_hits(&a, ms(2));  // global +1 ms
+  catch_up(&b);
+  EXPECT_EQ(g_cpu_paused_total, ms(1)) << "its whole share of the debt, all of it";
+  EXPECT_EQ(g_slept_total, 0u);
+  EXPECT_EQ(b.held_cpu_ns.load(), ms(1));
+}
+
+// The program's share of the CPUs: its threads' CPU time against the time
+// they waited for one, published once the window holds 20 ms, then halved.
+TEST(CrowdWindow, PublishesWhetherTheProgramsThreadsWaitedForACpu) {
+  shared().crowded.store(false);
+  CrowdWindow w;
+  w.add(ms(15), ms(2));
+  w.publish();
+  EXPECT_FALSE(shared().crowded.load());
+  EXPECT_EQ(w.cpu_ns, ms(15)) << "too little to tell: kept whole";
+  w.add(0, ms(5));  // preempted by a thread it had just woken
+  w.publish();      // 15 of 22 ms: 68%
+  EXPECT_TRUE(shared().crowded.load());
+  EXPECT_EQ(w.cpu_ns, ms(15) / 2);
+  EXPECT_EQ(w.preempted_ns, ms(7) / 2);
+  w.add(ms(100), 0);  // 107.5 of 111 ms: 97%
+  w.publish();
+  EXPECT_FALSE(shared().crowded.load());
+  shared().crowded.store(false);
 }
 
 // The share follows the thread's recent samples: older ones fade.

@@ -3,12 +3,16 @@
  * each round of line WORK_A (STEPS_A steps of the spin.h kernel) then line
  * WORK_B (STEPS_B steps). They never block, so with more workers than CPUs
  * each waits for a CPU about (THREADS - CPUs) / THREADS of its time.
+ * With PACER_US > 0, one more thread, the pacer, sleeps PACER_US
+ * microseconds then runs line PACE (STEPS_A / 10 steps), over and over:
+ * asleep most of the time, it rarely waits for a CPU itself.
  * Printed at exit: crowd threads=T rounds=N checksum=C
- * Usage: crowd THREADS MS STEPS_A STEPS_B */
+ * Usage: crowd THREADS MS STEPS_A STEPS_B [PACER_US] */
 #include <coz.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "spin.h"
 
@@ -32,11 +36,25 @@ static void *work(void *arg) {
   return NULL;
 }
 
+static long pacer_us;
+static uint64_t pacer_x = 7;
+
+static void *pace(void *arg) {
+  (void)arg;
+  struct timespec ts = {pacer_us / 1000000, (pacer_us % 1000000) * 1000};
+  while (wall_ns() < end_ns) {
+    nanosleep(&ts, NULL);
+    SPIN(pacer_x, steps_a / 10); /* PACE */
+  }
+  return NULL;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 5) {
-    fprintf(stderr, "usage: crowd THREADS MS STEPS_A STEPS_B\n");
+  if (argc != 5 && argc != 6) {
+    fprintf(stderr, "usage: crowd THREADS MS STEPS_A STEPS_B [PACER_US]\n");
     return 2;
   }
+  pacer_us = argc == 6 ? atol(argv[5]) : 0;
   int threads = atoi(argv[1]);
   ms = atol(argv[2]);
   steps_a = atol(argv[3]);
@@ -48,12 +66,18 @@ int main(int argc, char **argv) {
     w[i].x = (uint64_t)i + 1;
     pthread_create(&w[i].thread, NULL, work, &w[i]);
   }
+  pthread_t pacer;
+  if (pacer_us > 0) pthread_create(&pacer, NULL, pace, NULL);
   long rounds = 0;
   uint64_t sum = 0;
   for (int i = 0; i < threads; i++) {
     pthread_join(w[i].thread, NULL);
     rounds += w[i].rounds;
     sum ^= w[i].x;
+  }
+  if (pacer_us > 0) {
+    pthread_join(pacer, NULL);
+    sum ^= pacer_x;
   }
   printf("crowd threads=%d rounds=%ld checksum=%llu\n", threads, rounds, (unsigned long long)sum);
   free(w);
