@@ -60,9 +60,9 @@ constexpr uint64_t kSleepShareMin = 900;
 // The program's share of the CPUs while runnable, over all its threads'
 // recent samples (the profiler thread adds them as it processes them, and
 // the time threads sat preempted by a thread they had just woken, which no
-// sample carries), published as Shared::crowded: below kSleepShareMin, threads wait for a
-// CPU, and any thread that pays a debt holds its CPU (catch_up), whatever
-// its own share. A thread that waits little itself (one that blocks on a
+// sample carries), published as Shared::crowded: below kSleepShareMin,
+// threads wait for a CPU, and any thread that pays a debt holds its CPU
+// (catch_up), whatever its own share. A thread that waits little itself (one that blocks on a
 // queue most of the time, then runs at once when woken) would otherwise
 // sleep its pauses and hand its CPU to the threads that wait for one: a
 // pipeline's last stage did, and the pipeline's predictions overshot by 8
