@@ -62,11 +62,12 @@ constexpr uint64_t kSleepShareMin = 900;
 // the time threads sat preempted by a thread they had just woken, which no
 // sample carries), published as Shared::crowded: below kSleepShareMin,
 // threads wait for a CPU, and any thread that pays a debt holds its CPU
-// (catch_up), whatever its own share. A thread that waits little itself (one that blocks on a
-// queue most of the time, then runs at once when woken) would otherwise
-// sleep its pauses and hand its CPU to the threads that wait for one: a
-// pipeline's last stage did, and the pipeline's predictions overshot by 8
-// to 11 points (docs/analysis.md, "More threads than cores").
+// (catch_up), whatever its own share. A thread that waits little itself
+// (one that blocks on a queue most of the time, then runs at once when
+// woken) would otherwise sleep its pauses and hand its CPU to the threads
+// that wait for one: a pipeline's last stage did, and the pipeline's
+// predictions overshot by 8 to 11 points (docs/analysis.md, "More threads
+// than cores").
 struct CrowdWindow {
   uint64_t cpu_ns = 0, preempted_ns = 0;
   void add(uint64_t cpu, uint64_t preempted) {
