@@ -21,6 +21,20 @@ std::atomic<bool> g_test_clock{false};
 // ns per counter tick (32.32) that waits are timed with; 0: the clock.
 std::atomic<uint64_t> g_wait_tick_rate{0};
 
+struct WakeStamp {
+  std::atomic<uint64_t> seq{0};  // odd while written
+  std::atomic<uintptr_t> object{0};
+  std::atomic<uint64_t> epoch{0};
+  std::atomic<uint64_t> debt{0};  // what the waker owed at the wake
+};
+constexpr size_t kWakeStamps = 4096;  // a power of two
+WakeStamp g_wake_stamps[kWakeStamps];
+
+WakeStamp& stamp_slot(const void* object) {
+  uint64_t x = reinterpret_cast<uintptr_t>(object) * 0x9E3779B97F4A7C15ull;
+  return g_wake_stamps[x >> 52];  // the top 12 bits
+}
+
 // Raises the global delay to at least `value`.
 void raise_global(uint64_t value) {
   auto& g = shared().global_delay;
@@ -85,6 +99,7 @@ void sync_epoch(ThreadState* t) {
     // before this thread first looked are still owed.
     t->local_delay = shared().epoch_start_global.load(std::memory_order_relaxed);
     t->excess_ns = 0;
+    t->wait_debt_ns = 0;
   }
 }
 
@@ -105,6 +120,7 @@ void catch_up(ThreadState* t) {
   uint64_t global = shared().global_delay.load(std::memory_order_relaxed);
   if (global <= t->local_delay) return;
   uint64_t owed = global - t->local_delay;
+  if (t->mutexes_held && owed < kDeferInMutexNs) return;  // paid after the release
   // Counted as paid before sleeping, so that nothing re-entering meanwhile
   // can pay the same debt again.
   t->local_delay += owed;
@@ -112,9 +128,25 @@ void catch_up(ThreadState* t) {
   uint64_t banked = t->excess_ns < owed ? t->excess_ns : owed;
   t->excess_ns -= banked;
   uint64_t to_sleep = owed - banked;
+  // A wait that its waker's unpaid debt would have made longer: the thread
+  // would have been blocked, off its CPU, so that part is slept.
+  uint64_t as_wait = t->wait_debt_ns < to_sleep ? t->wait_debt_ns : to_sleep;
+  t->wait_debt_ns = 0;
   if (!to_sleep) return;
   uint64_t share = cpu_share_permille(t);
-  uint64_t slept;
+  uint64_t slept = 0;
+  if (as_wait) {
+    slept = g_pause.load(std::memory_order_relaxed)(as_wait);
+    to_sleep -= as_wait;
+    if (slept > as_wait) {
+      uint64_t over = slept - as_wait;  // oversleep: counts against the rest
+      uint64_t off = over < to_sleep ? over : to_sleep;
+      to_sleep -= off;
+      t->excess_ns += over - off;
+    }
+    t->paused_ns.fetch_add(slept, std::memory_order_relaxed);
+    if (!to_sleep) return;
+  }
   if (share < kSleepShareMin || shared().crowded.load(std::memory_order_relaxed)) {
     // (In a crowded program a thread of full share holds it too: sleeping,
     // it would hand its CPU to a thread that waits for one.)
@@ -210,8 +242,44 @@ void credit_wait(ThreadState* t, bool woken_by_program_thread) {
     uint64_t global = shared().global_delay.load(std::memory_order_relaxed);
     uint64_t since = t->epoch == before_epoch ? t->pre_block_global
                                               : shared().epoch_start_global.load(std::memory_order_relaxed);
-    if (global > since) t->local_delay += global - since;
+    if (global > since) {
+      uint64_t credit = global - since;
+      // A waker that had not paid let it go that much sooner than the
+      // virtual program would have: its wait owes that much more.
+      uint64_t waker_debt = 0;
+      if (t->wake_object && find_wake_stamp(t->wake_object, t->epoch, &waker_debt)) {
+        uint64_t longer = waker_debt < credit ? waker_debt : credit;
+        credit -= longer;
+        t->wait_debt_ns += longer;
+      }
+      t->local_delay += credit;
+    }
   }
+}
+
+void record_wake_stamp(ThreadState* t, const void* object) {
+  sync_epoch(t);
+  WakeStamp& s = stamp_slot(object);
+  uint64_t q = s.seq.load(std::memory_order_relaxed);
+  if ((q & 1) || !s.seq.compare_exchange_strong(q, q + 1, std::memory_order_acquire)) return;
+  s.object.store(reinterpret_cast<uintptr_t>(object), std::memory_order_relaxed);
+  s.epoch.store(t->epoch, std::memory_order_relaxed);
+  uint64_t global = shared().global_delay.load(std::memory_order_relaxed);
+  s.debt.store(global > t->local_delay ? global - t->local_delay : 0, std::memory_order_relaxed);
+  s.seq.store(q + 2, std::memory_order_release);
+}
+
+bool find_wake_stamp(const void* object, uint64_t epoch, uint64_t* debt) {
+  WakeStamp& s = stamp_slot(object);
+  uint64_t q = s.seq.load(std::memory_order_acquire);
+  if (q & 1) return false;
+  uintptr_t o = s.object.load(std::memory_order_relaxed);
+  uint64_t e = s.epoch.load(std::memory_order_relaxed);
+  uint64_t d = s.debt.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (s.seq.load(std::memory_order_relaxed) != q || o != reinterpret_cast<uintptr_t>(object) || e != epoch) return false;
+  *debt = d;
+  return true;
 }
 
 void inherit_delay(ThreadState* child, const ThreadState* parent) {

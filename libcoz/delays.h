@@ -129,6 +129,20 @@ void catch_up(ThreadState* t);
 void pre_block(ThreadState* t);
 void post_block(ThreadState* t, bool woken_by_program_thread);
 void credit_wait(ThreadState* t, bool woken_by_program_thread);
+
+// A debt found while the thread holds a mutex waits for its release when
+// it is below this: paid inside the critical section, it would stop every
+// thread queued on the mutex too.
+constexpr uint64_t kDeferInMutexNs = 10000000;  // 10 ms
+
+// Wake stamps: a thread that releases a mutex or signals a condition
+// variable records what it still owes (it pays after the release). The
+// thread it wakes was let go that much sooner than the virtual program
+// would have let it: its wait is credited that much less, and the rest is
+// its wait's extension (wait_debt_ns), slept. One slot per object hash; a
+// slot another object took, or one of another experiment, says nothing.
+void record_wake_stamp(ThreadState* t, const void* object);
+bool find_wake_stamp(const void* object, uint64_t epoch, uint64_t* debt);
 // False while leaving a wait nested in another (only the outer one settles).
 bool leave_wait(ThreadState* t);
 

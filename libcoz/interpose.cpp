@@ -263,8 +263,10 @@ COZ_EXPORT int pthread_mutex_clocklock(pthread_mutex_t* m, clockid_t clock, cons
 }
 // wake: a waiter may take the lock.
 COZ_EXPORT int pthread_mutex_unlock(pthread_mutex_t* m) noexcept {
-  coz::release(m);
-  return real_pthread_mutex_unlock()(m);
+  coz::release_mutex(m);
+  int rc = real_pthread_mutex_unlock()(m);
+  coz::released();
+  return rc;
 }
 // the lock's identity: where it was initialized.
 COZ_EXPORT int pthread_mutex_init(pthread_mutex_t* m, const pthread_mutexattr_t* a) noexcept {
@@ -278,7 +280,8 @@ COZ_EXPORT int pthread_mutex_init(pthread_mutex_t* m, const pthread_mutexattr_t*
 // signalled; the mutex is held again when it returns.
 #define COZ_COND_WAIT(kind, call, m, c)                                 \
   ({                                                                     \
-    coz::release(m);                                                     \
+    coz::release_mutex(m, false);                                        \
+    coz::CondWaitObject cw_(c);                                          \
     int rc_ = COZ_TIMED(kind, call, rc == 0, rc == ETIMEDOUT);            \
     coz::waited_for(LockKind::kCond, c, RA);                             \
     coz::reacquired(m, RA);                                              \
@@ -300,12 +303,16 @@ COZ_EXPORT int pthread_cond_init(pthread_cond_t* c, const pthread_condattr_t* a)
 }
 // wake.
 COZ_EXPORT int pthread_cond_signal(pthread_cond_t* c) noexcept {
-  hook_wake();
-  return real_pthread_cond_signal()(c);
+  coz::signalling(c);
+  int rc = real_pthread_cond_signal()(c);
+  coz::released();
+  return rc;
 }
 COZ_EXPORT int pthread_cond_broadcast(pthread_cond_t* c) noexcept {
-  hook_wake();
-  return real_pthread_cond_broadcast()(c);
+  coz::signalling(c);
+  int rc = real_pthread_cond_broadcast()(c);
+  coz::released();
+  return rc;
 }
 
 // ---- barriers ----
@@ -772,8 +779,10 @@ COZ_EXPORT int mtx_trylock(mtx_t* m) {
 }
 // wake.
 COZ_EXPORT int mtx_unlock(mtx_t* m) {
-  coz::release(m);
-  return real_mtx_unlock()(m);
+  coz::release_mutex(m);
+  int rc = real_mtx_unlock()(m);
+  coz::released();
+  return rc;
 }
 COZ_EXPORT int mtx_init(mtx_t* m, int type) {
   coz::initialized(m, RA);
@@ -782,7 +791,8 @@ COZ_EXPORT int mtx_init(mtx_t* m, int type) {
 // wake (the mutex is released: its hold ends), then block until signalled.
 #define COZ_CND_WAIT(call, timed_out)                                                        \
   ({                                                                                          \
-    coz::release(m);                                                                          \
+    coz::release_mutex(m, false);                                                             \
+    coz::CondWaitObject cw_(c);                                                               \
     int rc_ = COZ_TIMED(WaitKind::kSync, call, rc == thrd_success, timed_out);                \
     coz::waited_for(LockKind::kC11Cond, c, RA);                                               \
     coz::reacquired(m, RA, LockKind::kC11Mutex);                                              \
@@ -798,12 +808,16 @@ COZ_EXPORT int cnd_init(cnd_t* c) {
 }
 // wake.
 COZ_EXPORT int cnd_signal(cnd_t* c) {
-  hook_wake();
-  return real_cnd_signal()(c);
+  coz::signalling(c);
+  int rc = real_cnd_signal()(c);
+  coz::released();
+  return rc;
 }
 COZ_EXPORT int cnd_broadcast(cnd_t* c) {
-  hook_wake();
-  return real_cnd_broadcast()(c);
+  coz::signalling(c);
+  int rc = real_cnd_broadcast()(c);
+  coz::released();
+  return rc;
 }
 
 // ---- futexes made with syscall(2): Rust's std, C++20 atomic::wait and

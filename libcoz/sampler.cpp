@@ -802,6 +802,13 @@ void sampler_forget(ThreadState* t) {
   t->bp_count = 0;
 }
 
+void stamp_wake(ThreadState* t, const void* object) {
+  if (!shared().paying.load(std::memory_order_relaxed) || !t->enter()) return;
+  add_hits(t, drain_perf(t, nullptr));
+  record_wake_stamp(t, object);
+  t->leave();
+}
+
 void process_samples(ThreadState* t, void* uc) {
   if (!t->enter()) return;
   add_hits(t, drain_perf(t, uc));

@@ -70,6 +70,10 @@ void sampler_forget(ThreadState* t);
 // `uc` is the interrupted context when called from the sample signal's
 // handler (its newest sample is then unwound from it), else null.
 void process_samples(ThreadState* t, void* uc);
+// The same, paying nothing, and then records the thread's delay count as
+// the wake stamp of `object` (delays.h): before a release or a signal whose
+// debt is paid after it.
+void stamp_wake(ThreadState* t, const void* object);
 
 // The timer sampler's signal: the interrupted context is the sample, worth
 // 1 + `overrun` periods (si_overrun). Safe in signal context.

@@ -25,6 +25,8 @@ namespace coz {
 // `try_once()` and `wait()` return the call's result; `taken(rc)` says
 // whether a try found the object taken, `got(rc)` whether it was acquired.
 // `wait_kind(rc)`: the wait's category (a timed one that ran out is a sleep).
+inline bool is_mutex(LockKind k) { return k == LockKind::kMutex || k == LockKind::kC11Mutex; }
+
 template <typename Try, typename Wait, typename Taken, typename Got, typename KindOf>
 inline int acquire(LockKind kind, const void* object, void* caller, KindOf wait_kind, Try try_once, Wait wait,
                    Taken taken, Got got) {
@@ -33,13 +35,18 @@ inline int acquire(LockKind kind, const void* object, void* caller, KindOf wait_
   settle_before_lock(t);
   int rc = try_once();
   if (got(rc)) {
+    if (is_mutex(kind)) t->mutexes_held++;
     if (lock_counters_on()) lock_acquired(t, kind, object, reinterpret_cast<uintptr_t>(caller), false, 0);
     return rc;
   }
   if (!taken(rc)) return rc;  // an error the waiting call would give too
+  const void* outer = t->wake_object;
+  t->wake_object = is_mutex(kind) ? object : nullptr;  // its releaser's stamp
   hook_pre_block();
   rc = wait();
+  if (got(rc) && is_mutex(kind)) t->mutexes_held++;  // before the wait is settled: its debt waits for the release
   hook_post_block(wait_kind(rc), got(rc), caller);
+  t->wake_object = outer;
   if (got(rc) && lock_counters_on())
     lock_acquired(t, kind, object, reinterpret_cast<uintptr_t>(caller), true, t->last_wait_ns);
   return rc;
@@ -49,8 +56,10 @@ inline int acquire(LockKind kind, const void* object, void* caller, KindOf wait_
 template <typename Try, typename Got>
 inline int try_acquire(LockKind kind, const void* object, void* caller, Try try_once, Got got) {
   int rc = try_once();
-  if (!lock_counters_on()) return rc;
-  if (ThreadState* t = hooked_thread()) lock_tried(t, kind, object, reinterpret_cast<uintptr_t>(caller), !got(rc));
+  ThreadState* t = hooked_thread();
+  if (!t) return rc;
+  if (is_mutex(kind) && got(rc)) t->mutexes_held++;
+  if (lock_counters_on()) lock_tried(t, kind, object, reinterpret_cast<uintptr_t>(caller), !got(rc));
   return rc;
 }
 
@@ -61,6 +70,41 @@ inline void release(const void* object) {
   if (lock_counters_on()) lock_released(t, object);
   wake(t);
 }
+
+// A mutex's release (`ends_hold`: false for a condition wait's, which holds
+// it again on return): its hold ends, and its waiter takes it owing what
+// this thread owes (the wake stamp); the debt itself is paid after the
+// release (released), outside the critical section.
+inline void release_mutex(const void* object, bool ends_hold = true) {
+  ThreadState* t = hooked_thread();
+  if (!t) return;
+  if (lock_counters_on()) lock_released(t, object);
+  if (ends_hold && t->mutexes_held) t->mutexes_held--;
+  stamp_wake(t, object);
+}
+// Before a condition variable's signal or broadcast.
+inline void signalling(const void* cond) {
+  if (ThreadState* t = hooked_thread()) stamp_wake(t, cond);
+}
+// After a mutex's release or a signal: the debt is paid once no mutex is
+// held (a signal inside a critical section leaves it to the unlock).
+inline void released() {
+  ThreadState* t = hooked_thread();
+  if (t && !t->mutexes_held) wake(t);
+}
+// Around a condition wait: the signaller's stamp.
+struct CondWaitObject {
+  ThreadState* t;
+  const void* outer;
+  explicit CondWaitObject(const void* cond) : t(hooked_thread()), outer(t ? t->wake_object : nullptr) {
+    if (t) t->wake_object = cond;
+  }
+  ~CondWaitObject() {
+    if (t) t->wake_object = outer;
+  }
+  CondWaitObject(const CondWaitObject&) = delete;
+  CondWaitObject& operator=(const CondWaitObject&) = delete;
+};
 
 // A wait for someone else's work (condition variable, barrier, futex):
 // counted as an acquisition of the object, with the time waited.

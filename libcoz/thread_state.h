@@ -161,6 +161,9 @@ struct ThreadState {
   // Delay accounting [sig]: only the owning thread writes these.
   uint64_t local_delay = 0;  // delay accounted for: earned by running the selected line, or paid
   uint64_t excess_ns = 0;    // slept beyond what was owed, banked against the next debt
+  // Of the debt, what a wait's credit left owing because its waker had not
+  // paid (the wake stamps, delays.h): the wait's own extension, slept.
+  uint64_t wait_debt_ns = 0;
   // Its recent samples' CPU time and time preempted (each decayed by 1/16
   // per sample): its share of a CPU while runnable, which decides how a
   // debt is paid (catch_up).
@@ -174,6 +177,12 @@ struct ThreadState {
   uint64_t pause_to_ns[kPauseWindows] = {};
   uint32_t pause_next = 0;
   uint64_t epoch = 0;        // experiment these counts belong to
+  // Mutexes held (pthread and C11, taken through the wrappers): while any
+  // is, debts under kDeferInMutexNs wait for the last one's release.
+  uint32_t mutexes_held = 0;
+  // The object whose release or signal ends the current wait (a mutex, a
+  // condition variable), looked up in the wake stamps; null for others.
+  const void* wake_object = nullptr;
   uint64_t pre_block_global = 0;
   bool blocked = false;      // between pre_block and post_block: debts wait for post_block
   // When the current wait began: counter ticks when wait_tick_rate (ns

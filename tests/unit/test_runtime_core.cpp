@@ -1339,6 +1339,162 @@ TEST_F(WaitAccounting, AContendedLockIsTakenWithNothingLeftToPayInsideIt) {
   free_lock_table(t.locks);
 }
 
+namespace {
+int g_cond_word = 0;  // a condition variable's identity for the wake stamps
+// Runs `body` as `t` inside another hooked thread's body (a waker seen
+// from the waiter's wait), and goes back to the caller's state.
+template <typename Body>
+void as_other_thread(ThreadState* t, Body body) {
+  ThreadState* saved = tls_state;
+  tls_state = t;
+  body();
+  tls_state = saved;
+}
+}  // namespace
+
+TEST_F(WaitAccounting, ADebtFoundInsideACriticalSectionIsPaidAfterTheRelease) {
+  ThreadState earner, t;
+  sync_epoch(&t);
+  as_hooked_thread(&t, [&] {
+    acquire(LockKind::kMutex, &g_lock_word, nullptr, lock_wait, [] { return 0; }, [] { return 0; }, pthread_taken,
+            pthread_got);
+    EXPECT_EQ(t.mutexes_held, 1u);
+    add_hits(&earner, ms(2));  // t owes 1 ms, found at a sample inside the critical section
+    catch_up(&t);
+    EXPECT_EQ(g_slept_total, 0u) << "not paid while the mutex is held: every thread queued on it would wait too";
+    release_mutex(&g_lock_word);
+    EXPECT_EQ(g_slept_total, 0u) << "nor before the release";
+    EXPECT_EQ(t.mutexes_held, 0u);
+    released();
+    EXPECT_EQ(g_slept_total, 1000000u) << "paid once the mutex is free";
+  });
+  free_lock_table(t.locks);
+}
+
+TEST_F(WaitAccounting, ADebtOfTenMillisecondsIsPaidEvenInsideACriticalSection) {
+  ThreadState earner, t;
+  sync_epoch(&t);
+  as_hooked_thread(&t, [&] {
+    try_acquire(LockKind::kC11Mutex, &g_lock_word, nullptr, [] { return 0; }, [](int rc) { return rc == 0; });
+    EXPECT_EQ(t.mutexes_held, 1u) << "a try that took the mutex holds it too";
+    add_hits(&earner, ms(2) * 9);  // 9 ms owed: still left for the release
+    catch_up(&t);
+    EXPECT_EQ(g_slept_total, 0u);
+    add_hits(&earner, ms(2));  // 10 ms: a thread that holds a mutex for long still pays
+    catch_up(&t);
+    EXPECT_EQ(g_slept_total, kDeferInMutexNs);
+    release_mutex(&g_lock_word);
+    released();
+    EXPECT_EQ(g_slept_total, kDeferInMutexNs) << "and once";
+  });
+  free_lock_table(t.locks);
+}
+
+TEST_F(WaitAccounting, AMutexWaiterTakesOverTheDebtItsReleaserLeftUnpaid) {
+  ThreadState holder, earner, t;
+  sync_epoch(&holder);
+  sync_epoch(&t);
+  holder.mutexes_held = 1;
+  as_hooked_thread(&t, [&] {
+    acquire(
+        LockKind::kMutex, &g_lock_word, nullptr, lock_wait, [] { return EBUSY; },
+        [&] {
+          // While t waits, another thread earns 1 ms, which the holder owes
+          // and leaves for after its release.
+          add_hits(&earner, ms(2));
+          g_fake_now += ms(3);
+          as_other_thread(&holder, [&] { release_mutex(&g_lock_word); });
+          return 0;
+        },
+        pthread_taken, pthread_got);
+    EXPECT_EQ(g_slept_total, 0u) << "t holds the mutex now: its debt waits for the release";
+    EXPECT_EQ(shared().global_delay.load() - t.local_delay, 1000000u)
+        << "its releaser owed 1 ms: it was let go 1 ms sooner than the virtual program would have";
+    release_mutex(&g_lock_word);
+    released();
+  });
+  EXPECT_EQ(g_slept_total, 1000000u);
+  free_lock_table(t.locks);
+  free_lock_table(holder.locks);
+}
+
+TEST_F(WaitAccounting, AReleaserThatPaidLeavesItsWaiterNothingToPay) {
+  ThreadState holder, earner, t;
+  sync_epoch(&holder);
+  sync_epoch(&t);
+  as_hooked_thread(&t, [&] {
+    acquire(
+        LockKind::kMutex, &g_lock_word, nullptr, lock_wait, [] { return EBUSY; },
+        [&] {
+          add_hits(&earner, ms(2));
+          catch_up(&holder);  // the holder pays at a sample, outside any mutex of its own
+          as_other_thread(&holder, [&] { release_mutex(&g_lock_word); });
+          return 0;
+        },
+        pthread_taken, pthread_got);
+    EXPECT_EQ(t.local_delay, shared().global_delay.load()) << "its wait is credited whole";
+    release_mutex(&g_lock_word);
+  });
+  EXPECT_EQ(g_slept_total, 1000000u) << "the holder's pause only";
+  free_lock_table(t.locks);
+  free_lock_table(holder.locks);
+}
+
+TEST_F(WaitAccounting, AConditionWaiterTakesOverItsSignallersDebt) {
+  ThreadState signaller, earner, t;
+  sync_epoch(&signaller);
+  sync_epoch(&t);
+  as_hooked_thread(&t, [&] {
+    CondWaitObject cw(&g_cond_word);
+    pre_block(&t);
+    add_hits(&earner, ms(4));  // 2 ms inserted while t waits
+    as_other_thread(&signaller, [&] {
+      add_hits(&signaller, ms(2));  // the signaller ran the line for 1 ms of it, and owes 1 ms
+      signalling(&g_cond_word);
+    });
+    g_fake_now += ms(5);
+    end_wait(&t, WaitKind::kSync, true, 0);
+  });
+  EXPECT_EQ(g_slept_total, 1000000u) << "what the signaller owed, paid at once: t holds no mutex";
+  EXPECT_EQ(t.local_delay, shared().global_delay.load());
+}
+
+TEST_F(WaitAccounting, ADebtTakenOverFromAWakerIsSleptEvenInACrowdedProgram) {
+  ThreadState signaller, earner, t;
+  sync_epoch(&signaller);
+  sync_epoch(&t);
+  shared().crowded.store(true);
+  as_hooked_thread(&t, [&] {
+    CondWaitObject cw(&g_cond_word);
+    pre_block(&t);
+    add_hits(&earner, ms(4));  // 2 ms inserted while t waits; the signaller paid none of it
+    as_other_thread(&signaller, [&] { signalling(&g_cond_word); });
+    add_hits(&earner, ms(2));  // 1 ms more after the signal, credited as usual
+    g_fake_now += ms(5);
+    end_wait(&t, WaitKind::kSync, true, 0);
+  });
+  EXPECT_EQ(g_slept_total, ms(2)) << "its wait would have lasted 2 ms more: off the CPU, as a wait is";
+  EXPECT_EQ(g_cpu_paused_total, 0u) << "nothing held";
+  EXPECT_EQ(t.wait_debt_ns, 0u);
+  add_hits(&earner, ms(2));  // a debt earned while it runs
+  as_hooked_thread(&t, [&] { catch_up(&t); });
+  EXPECT_EQ(g_cpu_paused_total, ms(1)) << "is held, as every pause in a crowded program";
+  shared().crowded.store(false);
+}
+
+TEST_F(WaitAccounting, AWakeStampOfAnotherExperimentSaysNothing) {
+  ThreadState t;
+  sync_epoch(&t);
+  ThreadState earner;
+  add_hits(&earner, ms(2));
+  record_wake_stamp(&t, &g_lock_word);
+  uint64_t debt = 0;
+  EXPECT_TRUE(find_wake_stamp(&g_lock_word, t.epoch, &debt));
+  EXPECT_EQ(debt, ms(1)) << "what t owed when it released the object";
+  EXPECT_FALSE(find_wake_stamp(&g_cond_word, t.epoch, &debt)) << "another object";
+  EXPECT_FALSE(find_wake_stamp(&g_lock_word, t.epoch + 1, &debt)) << "another experiment";
+}
+
 TEST_F(WaitAccounting, RemaindersCarryUntilAWholePeriodIsWaited) {
   ThreadState t;
   wait(&t, 400000);
