@@ -281,7 +281,7 @@ COZ_EXPORT int pthread_mutex_init(pthread_mutex_t* m, const pthread_mutexattr_t*
 #define COZ_COND_WAIT(kind, call, m, c)                                 \
   ({                                                                     \
     coz::release_mutex(m, false);                                        \
-    coz::CondWaitObject cw_(c);                                          \
+    coz::WaitObject cw_(coz::hooked_thread(), c);                        \
     int rc_ = COZ_TIMED(kind, call, rc == 0, rc == ETIMEDOUT);            \
     coz::waited_for(LockKind::kCond, c, RA);                             \
     coz::reacquired(m, RA);                                              \
@@ -792,7 +792,7 @@ COZ_EXPORT int mtx_init(mtx_t* m, int type) {
 #define COZ_CND_WAIT(call, timed_out)                                                        \
   ({                                                                                          \
     coz::release_mutex(m, false);                                                             \
-    coz::CondWaitObject cw_(c);                                                               \
+    coz::WaitObject cw_(coz::hooked_thread(), c);                                             \
     int rc_ = COZ_TIMED(WaitKind::kSync, call, rc == thrd_success, timed_out);                \
     coz::waited_for(LockKind::kC11Cond, c, RA);                                               \
     coz::reacquired(m, RA, LockKind::kC11Mutex);                                              \

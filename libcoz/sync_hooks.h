@@ -22,11 +22,26 @@
 
 namespace coz {
 
+inline bool is_mutex(LockKind k) { return k == LockKind::kMutex || k == LockKind::kC11Mutex; }
+
+// Around a wait that a mutex's release or a condition variable's signal
+// ends: the object whose wake stamp its credit reads (null: none).
+struct WaitObject {
+  ThreadState* t;
+  const void* outer;
+  WaitObject(ThreadState* thread, const void* object) : t(thread), outer(t ? t->wake_object : nullptr) {
+    if (t) t->wake_object = object;
+  }
+  ~WaitObject() {
+    if (t) t->wake_object = outer;
+  }
+  WaitObject(const WaitObject&) = delete;
+  WaitObject& operator=(const WaitObject&) = delete;
+};
+
 // `try_once()` and `wait()` return the call's result; `taken(rc)` says
 // whether a try found the object taken, `got(rc)` whether it was acquired.
 // `wait_kind(rc)`: the wait's category (a timed one that ran out is a sleep).
-inline bool is_mutex(LockKind k) { return k == LockKind::kMutex || k == LockKind::kC11Mutex; }
-
 template <typename Try, typename Wait, typename Taken, typename Got, typename KindOf>
 inline int acquire(LockKind kind, const void* object, void* caller, KindOf wait_kind, Try try_once, Wait wait,
                    Taken taken, Got got) {
@@ -40,13 +55,13 @@ inline int acquire(LockKind kind, const void* object, void* caller, KindOf wait_
     return rc;
   }
   if (!taken(rc)) return rc;  // an error the waiting call would give too
-  const void* outer = t->wake_object;
-  t->wake_object = is_mutex(kind) ? object : nullptr;  // its releaser's stamp
-  hook_pre_block();
-  rc = wait();
-  if (got(rc) && is_mutex(kind)) t->mutexes_held++;  // before the wait is settled: its debt waits for the release
-  hook_post_block(wait_kind(rc), got(rc), caller);
-  t->wake_object = outer;
+  {
+    WaitObject releaser(t, is_mutex(kind) ? object : nullptr);
+    hook_pre_block();
+    rc = wait();
+    if (got(rc) && is_mutex(kind)) t->mutexes_held++;  // before the wait is settled: its debt waits for the release
+    hook_post_block(wait_kind(rc), got(rc), caller);
+  }
   if (got(rc) && lock_counters_on())
     lock_acquired(t, kind, object, reinterpret_cast<uintptr_t>(caller), true, t->last_wait_ns);
   return rc;
@@ -92,19 +107,6 @@ inline void released() {
   ThreadState* t = hooked_thread();
   if (t && !t->mutexes_held) wake(t);
 }
-// Around a condition wait: the signaller's stamp.
-struct CondWaitObject {
-  ThreadState* t;
-  const void* outer;
-  explicit CondWaitObject(const void* cond) : t(hooked_thread()), outer(t ? t->wake_object : nullptr) {
-    if (t) t->wake_object = cond;
-  }
-  ~CondWaitObject() {
-    if (t) t->wake_object = outer;
-  }
-  CondWaitObject(const CondWaitObject&) = delete;
-  CondWaitObject& operator=(const CondWaitObject&) = delete;
-};
 
 // A wait for someone else's work (condition variable, barrier, futex):
 // counted as an acquisition of the object, with the time waited.

@@ -1294,6 +1294,19 @@ void as_hooked_thread(ThreadState* t, Body body) {
   tls_state = saved;
 }
 int g_lock_word = 0;  // a lock's identity for the counters
+
+// A pthread mutex taken by the hooked thread after a wait: its try finds it
+// taken, and `while_waiting` runs before the wait returns with it.
+template <typename WhileWaiting>
+int acquire_after_wait(WhileWaiting while_waiting) {
+  return acquire(
+      LockKind::kMutex, &g_lock_word, nullptr, lock_wait, [] { return EBUSY; },
+      [&] {
+        while_waiting();
+        return 0;
+      },
+      pthread_taken, pthread_got);
+}
 }  // namespace
 
 TEST_F(WaitAccounting, ADebtIsPaidBeforeTakingALockNotInsideTheCriticalSection) {
@@ -1322,17 +1335,13 @@ TEST_F(WaitAccounting, AContendedLockIsTakenWithNothingLeftToPayInsideIt) {
   sync_epoch(&holder);
   add_hits(&holder, ms(2));  // t owes 1 ms before it reaches the lock
   as_hooked_thread(&t, [&] {
-    acquire(
-        LockKind::kMutex, &g_lock_word, nullptr, lock_wait, [] { return EBUSY; },
-        [&] {
-          // While t waits, the holder earns 1 ms more and pays nothing
-          // before its unlock releases t.
-          add_hits(&holder, ms(2));
-          g_fake_now += ms(3);
-          EXPECT_EQ(g_slept_total, 1000000u);
-          return 0;
-        },
-        pthread_taken, pthread_got);
+    acquire_after_wait([&] {
+      // While t waits, the holder earns 1 ms more and pays nothing
+      // before its unlock releases t.
+      add_hits(&holder, ms(2));
+      g_fake_now += ms(3);
+      EXPECT_EQ(g_slept_total, 1000000u);
+    });
   });
   EXPECT_EQ(g_slept_total, 1000000u) << "its wait was credited: nothing paid while holding the lock";
   EXPECT_EQ(t.local_delay, shared().global_delay.load());
@@ -1396,17 +1405,13 @@ TEST_F(WaitAccounting, AMutexWaiterTakesOverTheDebtItsReleaserLeftUnpaid) {
   sync_epoch(&t);
   holder.mutexes_held = 1;
   as_hooked_thread(&t, [&] {
-    acquire(
-        LockKind::kMutex, &g_lock_word, nullptr, lock_wait, [] { return EBUSY; },
-        [&] {
-          // While t waits, another thread earns 1 ms, which the holder owes
-          // and leaves for after its release.
-          add_hits(&earner, ms(2));
-          g_fake_now += ms(3);
-          as_other_thread(&holder, [&] { release_mutex(&g_lock_word); });
-          return 0;
-        },
-        pthread_taken, pthread_got);
+    acquire_after_wait([&] {
+      // While t waits, another thread earns 1 ms, which the holder owes
+      // and leaves for after its release.
+      add_hits(&earner, ms(2));
+      g_fake_now += ms(3);
+      as_other_thread(&holder, [&] { release_mutex(&g_lock_word); });
+    });
     EXPECT_EQ(g_slept_total, 0u) << "t holds the mutex now: its debt waits for the release";
     EXPECT_EQ(shared().global_delay.load() - t.local_delay, 1000000u)
         << "its releaser owed 1 ms: it was let go 1 ms sooner than the virtual program would have";
@@ -1423,15 +1428,11 @@ TEST_F(WaitAccounting, AReleaserThatPaidLeavesItsWaiterNothingToPay) {
   sync_epoch(&holder);
   sync_epoch(&t);
   as_hooked_thread(&t, [&] {
-    acquire(
-        LockKind::kMutex, &g_lock_word, nullptr, lock_wait, [] { return EBUSY; },
-        [&] {
-          add_hits(&earner, ms(2));
-          catch_up(&holder);  // the holder pays at a sample, outside any mutex of its own
-          as_other_thread(&holder, [&] { release_mutex(&g_lock_word); });
-          return 0;
-        },
-        pthread_taken, pthread_got);
+    acquire_after_wait([&] {
+      add_hits(&earner, ms(2));
+      catch_up(&holder);  // the holder pays at a sample, outside any mutex of its own
+      as_other_thread(&holder, [&] { release_mutex(&g_lock_word); });
+    });
     EXPECT_EQ(t.local_delay, shared().global_delay.load()) << "its wait is credited whole";
     release_mutex(&g_lock_word);
   });
@@ -1445,7 +1446,7 @@ TEST_F(WaitAccounting, AConditionWaiterTakesOverItsSignallersDebt) {
   sync_epoch(&signaller);
   sync_epoch(&t);
   as_hooked_thread(&t, [&] {
-    CondWaitObject cw(&g_cond_word);
+    WaitObject cw(&t, &g_cond_word);
     pre_block(&t);
     add_hits(&earner, ms(4));  // 2 ms inserted while t waits
     as_other_thread(&signaller, [&] {
@@ -1465,7 +1466,7 @@ TEST_F(WaitAccounting, ADebtTakenOverFromAWakerIsSleptEvenInACrowdedProgram) {
   sync_epoch(&t);
   shared().crowded.store(true);
   as_hooked_thread(&t, [&] {
-    CondWaitObject cw(&g_cond_word);
+    WaitObject cw(&t, &g_cond_word);
     pre_block(&t);
     add_hits(&earner, ms(4));  // 2 ms inserted while t waits; the signaller paid none of it
     as_other_thread(&signaller, [&] { signalling(&g_cond_word); });
