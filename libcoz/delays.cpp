@@ -252,6 +252,15 @@ void credit_wait(ThreadState* t, bool woken_by_program_thread) {
         credit -= longer;
         t->wait_debt_ns += longer;
       }
+      // A wait absorbs at most its own length of delay. Delay that arrives
+      // spread over the wait (samples of the line while it runs) never
+      // exceeds it; a sped-up wait of the waker's earns its whole length at
+      // once, at its end (end_wait), and this thread may have begun waiting
+      // only near that end: had it paid before waiting, as it would have
+      // in the virtual program, it would have arrived later and waited
+      // less, not gained the waker's whole speedup. The rest it owes.
+      uint64_t waited = wait_elapsed(t);
+      if (credit > waited) credit = waited;
       t->local_delay += credit;
     }
   }

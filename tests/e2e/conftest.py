@@ -102,6 +102,27 @@ def share_bound(share, n):
     return 4 * 1.1 * (share * (1 - share) / n) ** 0.5 + 0.005
 
 
+def precise_slope(profile, line, half_width=0.1, max_profiles=3):
+    """The causal curve of a fixed line, from as many profiles as its slope
+    needs: `profile(i)` writes profile number i and returns its path; more
+    are pooled while the slope's 95% interval is wider than +-half_width, up
+    to max_profiles. A host whose speed jumps between experiments (another
+    program taking a core for a while, then leaving it) spreads them far
+    more than the program's own noise does; the bound a test checks the
+    slope against stays the same, the amount of evidence grows with the
+    noise the run itself measured. Returns (the line's result, the paths)."""
+    from cozprof.analysis import analyze
+    from cozprof.profile import load
+    paths = []
+    while True:
+        paths.append(str(profile(len(paths))))
+        (result,) = [r for r in analyze(load(paths), phase_correction=False)["lines"]
+                     if r["line"].endswith("/" + line)]
+        lo, hi = result["slope_ci"]
+        if (hi - lo) / 2 <= half_width or len(paths) == max_profiles:
+            return result, paths
+
+
 def ready_pid(proc):
     """The pid a program started with stdout=PIPE prints on its "ready PID" line
     (tests/e2e/programs/hostile_crash.c and the like)."""

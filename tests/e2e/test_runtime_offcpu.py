@@ -4,7 +4,7 @@ off-CPU time, in user space). Known answers from the run's own records."""
 
 import os
 
-from conftest import PROGRAMS, build_program, coz_run, records
+from conftest import PROGRAMS, build_program, coz_run, precise_slope, records
 
 from cozprof.analysis import analyze
 from cozprof.profile import load
@@ -52,21 +52,30 @@ def test_a_sleep_off_the_critical_path_predicts_nothing(tmp_path):
     # sleep its share of the time (0.4). Measured on the 2-core host at a
     # load average of 2.6 to 6: slopes -0.15 to +0.06 over 12 runs.
     exe = build_program("offcpu", tmp_path)
-    out = tmp_path / "p.coz"
     line = marker("LINE_SIDE_SLEEP")
-    r = coz_run(["--fixed-line", line, "--experiment-length", "100ms", "-o", str(out)],
-                [exe, "parallel", "5", "8000000", "4000"])
-    assert r.returncode == 0, r.stderr.decode()
-    (run,) = load([str(out)]).runs
-    assert sum(run.blocked["sleep"].values()) > 500
-    side = sum(t["wait_ns"]["sleep"] for t in run.threads)
-    (main,) = [t for t in run.threads if t["group"] == "main"]
-    # The naive answer is far from 0: the side thread sleeps about half as
-    # long as the main thread computes (against the main thread's CPU time,
-    # not its wall time, which other work on the machine stretches).
-    assert side / main["cpu_ns"] > 0.25, (side, main)
-    result = slope_of(out, line)
-    assert abs(result["slope"]) < 0.2, result["points"]
+
+    def profile(i):
+        out = tmp_path / f"p{i}.coz"
+        r = coz_run(["--fixed-line", line, "--experiment-length", "100ms", "-o", str(out)],
+                    [exe, "parallel", "5", "8000000", "4000"])
+        assert r.returncode == 0, r.stderr.decode()
+        return out
+
+    result, paths = precise_slope(profile, line)
+    for run in load(paths).runs:
+        assert sum(run.blocked["sleep"].values()) > 500
+        side = sum(t["wait_ns"]["sleep"] for t in run.threads)
+        (main,) = [t for t in run.threads if t["group"] == "main"]
+        # The naive answer is far from 0: the side thread sleeps about half
+        # as long as the main thread computes (against the main thread's CPU
+        # time, not its wall time, which other work on the machine stretches).
+        assert side / main["cpu_ns"] > 0.25, (side, main)
+    # When other work stretches the main thread's computing, it sometimes
+    # reaches the join before the side thread's sped-up sleep has ended; its
+    # wait must then absorb no more delay than its own length (it took all
+    # of the sleep's: slopes 0.05-0.13 beside one busy loop, 0.23-0.44 on a
+    # busier host).
+    assert abs(result["slope"]) < 0.2, (len(paths), result["slope_ci"], result["points"])
 
 
 def test_blocked_scope_without_sleeps_leaves_them_alone(tmp_path):

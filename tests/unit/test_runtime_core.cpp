@@ -178,6 +178,9 @@ uint64_t fake_cpu_pause(uint64_t cpu_ns) {
   g_cpu_paused_total += cpu_ns;
   return g_cpu_pause_factor * cpu_ns + 12345;
 }
+// The clock of waits: a wait lasts what the test advances it by.
+uint64_t g_fake_now = 0;
+uint64_t fake_clock() { return g_fake_now; }
 
 class Delays : public ::testing::Test {
  protected:
@@ -195,8 +198,11 @@ class Delays : public ::testing::Test {
     s.speedup_pct.store(50);
     s.paying.store(true);
     s.crowded.store(false);
+    set_clock_fn(fake_clock);
+    g_fake_now = 5000000000ull;
   }
   void TearDown() override {
+    set_clock_fn(nullptr);
     shared().paying.store(false);
     shared().crowded.store(false);
     set_pause_fn(nullptr);
@@ -385,9 +391,27 @@ TEST_F(Delays, WokenThreadIsCreditedWithDelaysInsertedWhileBlocked) {
   sync_epoch(&waker);
   pre_block(&sleeper);
   add_hits(&waker, ms(4));  // 2 ms inserted while the sleeper waits
+  g_fake_now += ms(4);
   catch_up(&waker);     // the waker pays before waking (nothing: it earned it)
   post_block(&sleeper, true);
   EXPECT_EQ(g_slept_total, 0u) << "the waker's delay already held the sleeper back";
+}
+
+// A sped-up wait earns its whole length at its end: a thread that began
+// waiting for its waker only near that end (a join reached 1 ms before a
+// sped-up 8 ms sleep ends) would have arrived later in the virtual program,
+// after paying, and waited less. Its wait absorbs at most its length; it
+// owes the rest.
+TEST_F(Delays, AWokenThreadIsCreditedWithAtMostItsWaitsLength) {
+  ThreadState waker, joiner;
+  sync_epoch(&joiner);
+  sync_epoch(&waker);
+  pre_block(&joiner);
+  g_fake_now += ms(1);
+  add_hits(&waker, ms(8));  // the waker's 8 ms sleep, sped up by 50%, ends: 4 ms at once
+  post_block(&joiner, true);
+  EXPECT_EQ(g_slept_total, ms(3)) << "4 ms inserted, 1 ms of it absorbed by the wait";
+  EXPECT_EQ(joiner.local_delay, shared().global_delay.load());
 }
 
 TEST_F(Delays, PayingIsDeferredWhileBlockedSoNothingIsPaidAndCreditedTwice) {
@@ -399,6 +423,7 @@ TEST_F(Delays, PayingIsDeferredWhileBlockedSoNothingIsPaidAndCreditedTwice) {
   catch_up(&sleeper);  // a sample signal interrupts the blocked call
   EXPECT_EQ(g_slept_total, 0u);
   add_hits(&waker, ms(2));
+  g_fake_now += ms(4);
   post_block(&sleeper, true);  // released by the waker: credited with all 2 ms
   EXPECT_EQ(g_slept_total, 0u);
   EXPECT_EQ(sleeper.local_delay, shared().global_delay.load()) << "level with global, not ahead of it";
@@ -414,6 +439,7 @@ TEST_F(Delays, WokenWaitSpanningAnExperimentStartIsCreditedForTheNewExperiment) 
   s.epoch_start_global.store(s.global_delay.load());
   s.epoch.fetch_add(1);  // a new experiment begins while the sleeper waits
   add_hits(&waker, ms(4));   // 2 ms inserted in it
+  g_fake_now += ms(4);
   catch_up(&waker);
   post_block(&sleeper, true);
   EXPECT_EQ(g_slept_total, 0u) << "the waker's delay already held the sleeper back";
@@ -1247,15 +1273,10 @@ TEST(Writer, ARecordAfterACutOneStartsItsOwnLine) {
 // ---- waits: blocked samples and their virtual speedup ----
 
 namespace {
-uint64_t g_fake_now = 0;
-uint64_t fake_clock() { return g_fake_now; }
-
 class WaitAccounting : public Delays {
  protected:
   void SetUp() override {
     Delays::SetUp();
-    set_clock_fn(fake_clock);
-    g_fake_now = 5000000000ull;
     SamplerSettings st;
     st.period_ns = 1000000;  // blocked samples of 1 ms
     sampler_configure(st);
@@ -1263,7 +1284,6 @@ class WaitAccounting : public Delays {
     shared().blocked_scope.store(1u << static_cast<int>(WaitKind::kSleep));
   }
   void TearDown() override {
-    set_clock_fn(nullptr);
     shared().selected.store(nullptr);
     Delays::TearDown();
   }
@@ -1430,6 +1450,7 @@ TEST_F(WaitAccounting, AReleaserThatPaidLeavesItsWaiterNothingToPay) {
   as_hooked_thread(&t, [&] {
     acquire_after_wait([&] {
       add_hits(&earner, ms(2));
+      g_fake_now += ms(2);
       catch_up(&holder);  // the holder pays at a sample, outside any mutex of its own
       as_other_thread(&holder, [&] { release_mutex(&g_lock_word); });
     });
