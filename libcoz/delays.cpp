@@ -35,11 +35,75 @@ WakeStamp& stamp_slot(const void* object) {
   return g_wake_stamps[x >> 52];  // the top 12 bits
 }
 
+// The global count's history: each raise, with its time and experiment.
+// An entry is valid while `index` holds the index it was written at (the
+// ring wraps: a reader checks it before and after reading the rest).
+struct GlobalRaise {
+  std::atomic<uint64_t> index{UINT64_MAX};
+  std::atomic<uint64_t> time{0};
+  std::atomic<uint64_t> value{0};
+  std::atomic<uint64_t> epoch{0};
+};
+constexpr uint64_t kGlobalHistory = 4096;  // a power of two
+GlobalRaise g_history[kGlobalHistory];
+std::atomic<uint64_t> g_history_next{0};
+
+void note_raise(uint64_t value) {
+  uint64_t i = g_history_next.fetch_add(1, std::memory_order_relaxed);
+  GlobalRaise& e = g_history[i & (kGlobalHistory - 1)];
+  e.index.store(UINT64_MAX, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  e.time.store(wait_clock(), std::memory_order_relaxed);  // CLOCK_MONOTONIC, as the switch records' times
+  e.value.store(value, std::memory_order_relaxed);
+  e.epoch.store(shared().epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  e.index.store(i, std::memory_order_release);
+}
+
+// Entry i of the history, if it is still there and whole.
+bool read_raise(uint64_t i, uint64_t* time, uint64_t* value, uint64_t* epoch) {
+  const GlobalRaise& e = g_history[i & (kGlobalHistory - 1)];
+  if (e.index.load(std::memory_order_acquire) != i) return false;
+  *time = e.time.load(std::memory_order_relaxed);
+  *value = e.value.load(std::memory_order_relaxed);
+  *epoch = e.epoch.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return e.index.load(std::memory_order_relaxed) == i;
+}
+
+// The global count of experiment `epoch` at `time_ns`: the value of its
+// last raise at or before then, or the experiment's starting count when none
+// came before. Entries are in order of (experiment, time), nearly (raises
+// race only by their clock reads). False when the history does not reach
+// back that far.
+bool global_at(uint64_t time_ns, uint64_t epoch, uint64_t start, uint64_t next, uint64_t* out) {
+  auto before = [&](uint64_t e, uint64_t t) { return e < epoch || (e == epoch && t <= time_ns); };
+  uint64_t lo = next > kGlobalHistory - 64 ? next - (kGlobalHistory - 64) : 0;  // (64: room for writers)
+  uint64_t hi = next;
+  uint64_t t, v, e;
+  *out = start;
+  if (lo == hi) return true;
+  if (!read_raise(lo, &t, &v, &e)) return false;
+  if (!before(e, t)) return lo == 0;  // the raises before time_ns are overwritten, unless there were none
+  while (hi - lo > 1) {  // entry lo is before time_ns; the last such one is in [lo, hi)
+    uint64_t mid = lo + (hi - lo) / 2;
+    if (!read_raise(mid, &t, &v, &e)) return false;
+    if (before(e, t)) lo = mid;
+    else hi = mid;
+  }
+  if (!read_raise(lo, &t, &v, &e)) return false;
+  if (e == epoch) *out = v;
+  return true;
+}
+
 // Raises the global delay to at least `value`.
 void raise_global(uint64_t value) {
   auto& g = shared().global_delay;
   uint64_t cur = g.load(std::memory_order_relaxed);
-  while (cur < value && !g.compare_exchange_weak(cur, value, std::memory_order_relaxed)) {
+  while (cur < value) {
+    if (g.compare_exchange_weak(cur, value, std::memory_order_relaxed)) {
+      note_raise(value);
+      return;
+    }
   }
 }
 
@@ -110,6 +174,39 @@ void add_hits(ThreadState* t, uint64_t weight_ns) {
   sync_epoch(t);
   t->local_delay += weight_ns * pct / 100;
   raise_global(t->local_delay);
+}
+
+uint64_t delay_inserted_between(uint64_t from_ns, uint64_t to_ns) {
+  if (to_ns <= from_ns) return 0;
+  const Shared& sh = shared();
+  uint64_t epoch = sh.epoch.load(std::memory_order_acquire);
+  uint64_t start = sh.epoch_start_global.load(std::memory_order_relaxed);
+  uint64_t next = g_history_next.load(std::memory_order_acquire);
+  uint64_t a, b;
+  if (!global_at(from_ns, epoch, start, next, &a) || !global_at(to_ns, epoch, start, next, &b)) return 0;
+  return b > a ? b - a : 0;
+}
+
+void note_preempted(ThreadState* t, uint64_t from_ns, uint64_t to_ns) {
+  if (!shared().paying.load(std::memory_order_acquire) || to_ns <= from_ns || in_cpu_pause(t, from_ns)) return;
+  uint64_t e = shared().epoch.load(std::memory_order_acquire);
+  if (t->preempt_credit_epoch != e) {
+    t->preempt_credit_epoch = e;
+    t->preempt_credit_ns = 0;
+  }
+  uint64_t d = delay_inserted_between(from_ns, to_ns);
+  t->preempt_credit_ns += d < to_ns - from_ns ? d : to_ns - from_ns;
+}
+
+void settle_preempted(ThreadState* t, bool hit) {
+  uint64_t credit = t->preempt_credit_ns;
+  t->preempt_credit_ns = 0;
+  if (hit || !credit || t->preempt_credit_epoch != shared().epoch.load(std::memory_order_acquire)) return;
+  sync_epoch(t);
+  uint64_t global = shared().global_delay.load(std::memory_order_relaxed);
+  if (global <= t->local_delay) return;
+  uint64_t owed = global - t->local_delay;
+  t->local_delay += credit < owed ? credit : owed;
 }
 
 void catch_up(ThreadState* t) {

@@ -119,6 +119,23 @@ void sync_epoch(ThreadState* t);
 // time: earn speedup x weight of delay.
 void add_hits(ThreadState* t, uint64_t weight_ns);
 
+// [sig] The delay the current experiment inserted between two
+// CLOCK_MONOTONIC times, from the history of the global count's raises (the
+// last 4096 of them); 0 when the history no longer reaches back that far.
+uint64_t delay_inserted_between(uint64_t from_ns, uint64_t to_ns);
+// [sig] The switch records say the thread sat preempted from `from_ns` to
+// `to_ns`, waiting for a CPU. It is credited as a blocked thread its waker
+// released is: with the delay inserted meanwhile, at most the interval's
+// length (had the line been faster, the CPU it waited for would have come
+// free that much sooner). The credit is held until the thread's next sample
+// (settle_preempted): a sample of the selected line already counts the time
+// its thread sat preempted before it, in the hit. Not while the thread held
+// its CPU in a pause (that pause's wall time is paid).
+void note_preempted(ThreadState* t, uint64_t from_ns, uint64_t to_ns);
+// [sig] At a sample: the credit held is granted unless the sample is a hit,
+// and only in the experiment it was earned in.
+void settle_preempted(ThreadState* t, bool hit);
+
 // Pays what the thread owes: pauses global - local (less banked excess),
 // sleeping, or holding its CPU for its share of it (real_cpu_pause).
 // The caller holds t->busy (process_samples does), or is a test.

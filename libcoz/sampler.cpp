@@ -275,10 +275,13 @@ uint64_t drain_perf(ThreadState* t, void* uc) {
         // whatever PERF_EVENT_IOC_PERIOD set since).
         smp.weight_ns = t->period_ns;
         smp.wait_ns = t->switches.take_preempted();
-        hit_ns += record_sample(t, &smp);
+        uint64_t hit = record_sample(t, &smp);
+        hit_ns += hit;
+        settle_preempted(t, hit != 0);
       }
     } else if (hdr.type == PERF_RECORD_SWITCH && len >= 8) {
       t->switches.on_switch(hdr.misc, r.word(body), tail == t->wake_tail);  // sample_id: the time[, cpu]
+      if (t->switches.preempted_to) note_preempted(t, t->switches.preempted_from, t->switches.preempted_to);
       if (t->counts_moves && len >= 16 && !(hdr.misc & PERF_RECORD_MISC_SWITCH_OUT)) {
         uint32_t cpu = static_cast<uint32_t>(r.word(body + 8));  // u32 cpu, u32 reserved (little-endian)
         if (t->last_cpu != UINT32_MAX && cpu != t->last_cpu) t->cpu_moves++;

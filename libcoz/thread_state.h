@@ -114,6 +114,9 @@ struct SwitchState {
   uint64_t preempted_ns = 0;  // since the last take_preempted()
   uint64_t voluntary_ns = 0;  // total off the CPU of its own accord (blocked, asleep); read by the profiler
   uint64_t uncharged_ns = 0;  // total wakeup preemptions, charged to no line (see on_switch); read by the profiler
+  // The interval the last switch in ended, when the thread had sat
+  // preempted (either kind); 0, 0 when that switch in ended no preemption.
+  uint64_t preempted_from = 0, preempted_to = 0;
 
   // `misc` is the record header's (PERF_RECORD_MISC_SWITCH_OUT, _PREEMPT
   // bits). `by_wake`: the switch out is the first record since the thread
@@ -124,7 +127,12 @@ struct SwitchState {
       out_preempted = (misc & (1u << 14)) != 0;  // PERF_RECORD_MISC_SWITCH_OUT_PREEMPT
       out_uncharged = out_preempted && by_wake;
     } else {
+      preempted_from = preempted_to = 0;
       if (out_ns && time > out_ns) {
+        if (out_preempted) {
+          preempted_from = out_ns;
+          preempted_to = time;
+        }
         if (out_uncharged)
           // Sat preempted by the thread it had just woken, in the hand-off
           // code: the time belongs to the hand-off (the woken thread's run),
@@ -192,6 +200,10 @@ struct ThreadState {
   uint64_t wait_epoch = 0;  // the experiment (Shared::epoch) when the current wait began
   uint32_t wait_depth = 0;     // waits entered and not left (a signal handler's wait nests in another)
   uint64_t last_wait_ns = 0;   // how long the last wait lasted (for the synchronization counters)
+  // Credit for sitting preempted (delays.h, preemption_credit), held until
+  // the next sample says whether the time was the selected line's own; and
+  // the experiment it belongs to.
+  uint64_t preempt_credit_ns = 0, preempt_credit_epoch = 0;
 
   // Waits (waits.cpp): time waited per category not yet worth a whole
   // blocked sample, and totals the profiler thread reads.

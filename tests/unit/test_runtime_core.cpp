@@ -414,6 +414,83 @@ TEST_F(Delays, AWokenThreadIsCreditedWithAtMostItsWaitsLength) {
   EXPECT_EQ(joiner.local_delay, shared().global_delay.load());
 }
 
+// A thread that sat preempted while the line ran elsewhere is credited as
+// a blocked thread its waker released is: with the delay inserted meanwhile,
+// at most the time it sat preempted. The switch records give the interval
+// after the fact; the global count's history, what was inserted in it.
+TEST_F(Delays, AThreadPreemptedWhileTheLineRanIsCreditedWithTheDelayInsertedMeanwhile) {
+  ThreadState runner, waiting;
+  sync_epoch(&waiting);
+  sync_epoch(&runner);
+  add_hits(&runner, ms(2));  // 1 ms before the preemption: owed
+  g_fake_now += ms(1);
+  const uint64_t from = g_fake_now;
+  g_fake_now += ms(2);
+  add_hits(&runner, ms(4));  // 2 ms while `waiting` sat preempted
+  g_fake_now += ms(2);
+  const uint64_t to = g_fake_now;
+  g_fake_now += ms(1);
+  add_hits(&runner, ms(6));  // 3 ms after it got its CPU back: owed
+  EXPECT_EQ(delay_inserted_between(from, to), ms(2));
+  note_preempted(&waiting, from, to);
+  settle_preempted(&waiting, false);  // its next sample is not the line's
+  catch_up(&waiting);
+  EXPECT_EQ(g_slept_total, ms(4)) << "6 ms inserted, 2 ms of them while it waited for a CPU";
+}
+
+// `waiting` sits preempted for `length` while `runner` earns `hits` (a
+// sample at the end), then takes its next sample (one of the line's, or
+// not) and pays.
+static void preempted_while_the_line_ran(ThreadState* runner, ThreadState* waiting, uint64_t length,
+                                         uint64_t hits, bool own_hit) {
+  const uint64_t from = g_fake_now;
+  g_fake_now += length;
+  add_hits(runner, hits);
+  note_preempted(waiting, from, g_fake_now);
+  settle_preempted(waiting, own_hit);
+  catch_up(waiting);
+}
+
+TEST_F(Delays, APreemptionIsCreditedAtMostItsLength) {
+  ThreadState runner, waiting;
+  sync_epoch(&waiting);
+  // A sample standing for 8 ms of the line (and the time its thread sat preempted).
+  preempted_while_the_line_ran(&runner, &waiting, ms(1), ms(8), false);
+  EXPECT_EQ(g_slept_total, ms(3)) << "4 ms inserted, 1 ms of them absorbed by the preemption";
+}
+
+// The thread's own sample of the line counts the time it sat preempted
+// before it (the hit's weight): credited as well, that time would count twice.
+TEST_F(Delays, APreemptionInTheSelectedLineIsNotCreditedAgain) {
+  ThreadState runner, waiting;
+  sync_epoch(&waiting);
+  preempted_while_the_line_ran(&runner, &waiting, ms(2), ms(2), true);
+  EXPECT_EQ(g_slept_total, ms(1));
+  EXPECT_EQ(waiting.preempt_credit_ns, 0u) << "nor held for a later sample";
+}
+
+TEST_F(Delays, APreemptionCreditStaysInItsExperiment) {
+  ThreadState runner, waiting;
+  sync_epoch(&waiting);
+  Shared& s = shared();
+  add_hits(&runner, ms(2));  // the old experiment's: forgiven by the next
+  const uint64_t from = g_fake_now;
+  g_fake_now += ms(2);
+  s.epoch_start_global.store(s.global_delay.load());
+  s.epoch.fetch_add(1);  // a new experiment begins while it sits preempted
+  add_hits(&runner, ms(2));  // 1 ms in the new one
+  g_fake_now += ms(1);
+  const uint64_t to = g_fake_now;
+  EXPECT_EQ(delay_inserted_between(from, to), ms(1)) << "what the new experiment inserted";
+  note_preempted(&waiting, from, to);
+  s.epoch_start_global.store(s.global_delay.load());
+  s.epoch.fetch_add(1);  // and another before its next sample
+  add_hits(&runner, ms(2));
+  settle_preempted(&waiting, false);
+  catch_up(&waiting);
+  EXPECT_EQ(g_slept_total, ms(1)) << "the credit of the experiment before is not this one's";
+}
+
 TEST_F(Delays, PayingIsDeferredWhileBlockedSoNothingIsPaidAndCreditedTwice) {
   ThreadState waker, sleeper;
   sync_epoch(&sleeper);
@@ -1726,6 +1803,21 @@ TEST(SwitchState, PreemptionMidLineIsChargedToTheNextSample) {
   EXPECT_EQ(s.take_preempted(), 3000u);
   EXPECT_EQ(s.uncharged_ns, 0u);
   EXPECT_EQ(s.take_preempted(), 0u);
+}
+
+TEST(SwitchState, TheLastSwitchInTellsThePreemptionItEnded) {
+  coz::SwitchState s;
+  s.on_switch(kOut | kPreempt, 1000);
+  s.on_switch(0, 4000);
+  EXPECT_EQ(s.preempted_from, 1000u);
+  EXPECT_EQ(s.preempted_to, 4000u);
+  s.on_switch(kOut, 5000);  // blocks
+  s.on_switch(0, 9000);
+  EXPECT_EQ(s.preempted_to, 0u) << "a wait is no preemption";
+  s.on_switch(kOut | kPreempt, 9500, /*by_wake=*/true);  // a wakeup preemption is one too
+  s.on_switch(0, 9800);
+  EXPECT_EQ(s.preempted_from, 9500u);
+  EXPECT_EQ(s.preempted_to, 9800u);
 }
 
 TEST(SwitchState, WakeupPreemptionIsChargedToNoLine) {
