@@ -206,7 +206,9 @@ void settle_preempted(ThreadState* t, bool hit) {
   uint64_t global = shared().global_delay.load(std::memory_order_relaxed);
   if (global <= t->local_delay) return;
   uint64_t owed = global - t->local_delay;
-  t->local_delay += credit < owed ? credit : owed;
+  uint64_t granted = credit < owed ? credit : owed;
+  t->local_delay += granted;
+  t->preempt_credited_ns.fetch_add(granted, std::memory_order_relaxed);
 }
 
 void catch_up(ThreadState* t) {

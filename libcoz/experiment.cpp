@@ -268,6 +268,7 @@ void Profiler::drain() {
       info.paused_ns = t->paused_ns.load(std::memory_order_relaxed);
       info.held_ns = t->held_ns.load(std::memory_order_relaxed);
       info.held_cpu_ns = t->held_cpu_ns.load(std::memory_order_relaxed);
+      info.preempt_credited_ns = t->preempt_credited_ns.load(std::memory_order_relaxed);
       if (!config_.sampling_only) {
         info.voluntary_ns = __atomic_load_n(&t->switches.voluntary_ns, __ATOMIC_RELAXED);
         info.uncharged_ns = __atomic_load_n(&t->switches.uncharged_ns, __ATOMIC_RELAXED);
@@ -406,6 +407,7 @@ void Profiler::finish_threads(const std::vector<ThreadInfo*>& infos) {
     group_of(info);
     info->record.paused_ns = info->paused_ns;
     info->record.paused_cpu_ns = info->held_cpu_ns;
+    info->record.preempt_credited_ns = info->preempt_credited_ns;
   }
   // Their last stacks must be defined before the flush that follows forgets
   // them: one flush for all the threads that ended since the last look.

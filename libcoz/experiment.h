@@ -255,6 +255,7 @@ class Profiler {
     uint64_t paused_ns = 0;      // the runtime's own pauses (delays), wall time
     uint64_t held_ns = 0;        // of them, pauses that held the CPU: wall time
     uint64_t held_cpu_ns = 0;    // and their CPU time
+    uint64_t preempt_credited_ns = 0;  // delay credited for sitting preempted
     uint64_t other_rest_ns = 0;  // `other` waiting time not yet worth a whole blocked sample
     const Sample* last_cpu = nullptr;  // its latest CPU sample in this look (where waits resumed)
     bool named = false;

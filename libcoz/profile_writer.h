@@ -117,6 +117,7 @@ struct ThreadRecord {
   uint64_t wait_ns[6] = {0, 0, 0, 0, 0, 0};  // io, lock, sleep, sync, sched, other
   uint64_t paused_ns = 0;  // paused paying the delays of experiments (virtual speedup's own pauses), wall time
   uint64_t paused_cpu_ns = 0;  // CPU time of the pauses that held the CPU (delays.h, real_cpu_pause)
+  uint64_t preempt_credited_ns = 0;  // delay credited for sitting preempted (delays.h, note_preempted)
 };
 
 // Synchronization counters (a `locks` record).

@@ -212,6 +212,7 @@ struct ThreadState {
   std::atomic<uint64_t> paused_ns{0};  // paying delays: wall time slept, or spent holding the CPU
   std::atomic<uint64_t> held_ns{0};    // of it, the wall time of pauses that held the CPU (real_cpu_pause)
   std::atomic<uint64_t> held_cpu_ns{0};  // their CPU time
+  std::atomic<uint64_t> preempt_credited_ns{0};  // delay credited for sitting preempted (delays.h, note_preempted)
   // [sig] Re-entrancy guard of sample processing: only the owning thread
   // and its own signal handler use it, and a handler runs to its end before
   // the code it interrupted goes on, so a load and a store ordered against

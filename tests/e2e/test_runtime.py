@@ -186,7 +186,11 @@ QUIET_WAIT = 0.15
 
 def paused_shares(run):
     """(LONG's paused time, SHORT's paused time), each per unit of the delay
-    the profiler inserted over the run (every experiment's delay_ns).
+    the profiler inserted over the run (every experiment's delay_ns), with
+    the delay each was credited for sitting preempted (`preempt_credited_ns`:
+    a thread that waited for a CPU while the line ran had waited that long
+    already, and did not pause for it; beside a busy loop LONG paused 0.26
+    of SHORT's delay once that credit existed).
 
     The program times the rest of each thread's wall time on its line, beyond
     its CPU time and its waits for a CPU: a sleep's pause, measured apart
@@ -200,9 +204,12 @@ def paused_shares(run):
     assert inserted > 0, "no delay was inserted"
     threads = {side: [t for t in run.records if t["type"] == "thread" and t["group"] == "run_" + side]
                for side in ("long", "short")}
+    credited = {side: sum(t.get("preempt_credited_ns", 0) for t in threads[side]) for side in threads}
     if any(t.get("paused_cpu_ns") for side in threads.values() for t in side):
-        return tuple(sum(t["paused_ns"] for t in threads[side]) / inserted for side in ("long", "short"))
-    return timed["long_paused_ns"] / inserted, timed["short_paused_ns"] / inserted
+        paid = {side: sum(t["paused_ns"] for t in threads[side]) for side in threads}
+    else:
+        paid = {side: timed[side + "_paused_ns"] for side in threads}
+    return tuple((paid[side] + credited[side]) / inserted for side in ("long", "short"))
 
 
 def waited_for_cpu(run):

@@ -436,6 +436,7 @@ TEST_F(Delays, AThreadPreemptedWhileTheLineRanIsCreditedWithTheDelayInsertedMean
   settle_preempted(&waiting, false);  // its next sample is not the line's
   catch_up(&waiting);
   EXPECT_EQ(g_slept_total, ms(4)) << "6 ms inserted, 2 ms of them while it waited for a CPU";
+  EXPECT_EQ(waiting.preempt_credited_ns.load(), ms(2)) << "counted for its thread record";
 }
 
 // `waiting` sits preempted for `length` while `runner` earns `hits` (a
@@ -828,10 +829,12 @@ TEST(Writer, ThreadRecordsSayHowLongTheRuntimePausedTheThread) {
   r.wait_ns[0] = 7;
   r.paused_ns = 1234567;
   r.paused_cpu_ns = 89;
+  r.preempt_credited_ns = 3456;
   EXPECT_EQ(w.format_thread(r),
             "{\"type\":\"thread\",\"tid\":42,\"thread\":\"worker\",\"group\":\"work\",\"start_ns\":0,"
             "\"end_ns\":0,\"cpu_ns\":0,\"cpu_clock_ns\":0,\"wait_ns\":{\"io\":7,\"lock\":0,\"sleep\":0,"
-            "\"sync\":0,\"sched\":0,\"other\":0},\"paused_ns\":1234567,\"paused_cpu_ns\":89}\n");
+            "\"sync\":0,\"sched\":0,\"other\":0},\"paused_ns\":1234567,\"paused_cpu_ns\":89,"
+            "\"preempt_credited_ns\":3456}\n");
 }
 
 TEST(Writer, SpeedupFractionsHaveTwoDecimals) {
