@@ -200,7 +200,7 @@ struct ThreadState {
   uint64_t wait_epoch = 0;  // the experiment (Shared::epoch) when the current wait began
   uint32_t wait_depth = 0;     // waits entered and not left (a signal handler's wait nests in another)
   uint64_t last_wait_ns = 0;   // how long the last wait lasted (for the synchronization counters)
-  // Credit for sitting preempted (delays.h, preemption_credit), held until
+  // Credit for sitting preempted (delays.h, note_preempted), held until
   // the next sample says whether the time was the selected line's own; and
   // the experiment it belongs to.
   uint64_t preempt_credit_ns = 0, preempt_credit_epoch = 0;
