@@ -102,6 +102,17 @@ def share_bound(share, n):
     return 4 * 1.1 * (share * (1 - share) / n) ** 0.5 + 0.005
 
 
+def line_result(paths, line):
+    """The analysis' result for `line` (a "file:line" suffix) over the
+    profiles at `paths`, pooled, without phase correction (a fixed-line run
+    has no other lines to correct against)."""
+    from cozprof.analysis import analyze
+    from cozprof.profile import load
+    (result,) = [r for r in analyze(load([str(p) for p in paths]), phase_correction=False)["lines"]
+                 if r["line"].endswith("/" + line)]
+    return result
+
+
 def precise_slope(profile, line, half_width=0.1, max_profiles=3):
     """The causal curve of a fixed line, from as many profiles as its slope
     needs: `profile(i)` writes profile number i and returns its path; more
@@ -111,13 +122,10 @@ def precise_slope(profile, line, half_width=0.1, max_profiles=3):
     more than the program's own noise does; the bound a test checks the
     slope against stays the same, the amount of evidence grows with the
     noise the run itself measured. Returns (the line's result, the paths)."""
-    from cozprof.analysis import analyze
-    from cozprof.profile import load
     paths = []
     while True:
         paths.append(str(profile(len(paths))))
-        (result,) = [r for r in analyze(load(paths), phase_correction=False)["lines"]
-                     if r["line"].endswith("/" + line)]
+        result = line_result(paths, line)
         lo, hi = result["slope_ci"]
         if (hi - lo) / 2 <= half_width or len(paths) == max_profiles:
             return result, paths

@@ -7,9 +7,9 @@ import os
 import subprocess
 import sys
 
-from conftest import PROGRAMS, REPO, build_program, chain_times, coz_run, precise_slope, records, share_bound
+from conftest import (PROGRAMS, REPO, build_program, chain_times, coz_run, line_result, precise_slope, records,
+                      share_bound)
 
-from cozprof.analysis import analyze
 from cozprof.profile import load
 
 CHAIN_SOURCES = [os.path.join(PROGRAMS, "chain.c"), os.path.join(PROGRAMS, "chain_work.c")]
@@ -42,12 +42,6 @@ def sample_share(out, line, among=None, with_total=False):
     return (mine / total, total) if with_total else mine / total
 
 
-def fixed_line_slope(out, line):
-    (result,) = [r for r in analyze(load([str(out)]), phase_correction=False)["lines"]
-                 if r["line"].endswith("/" + line)]
-    return result
-
-
 def test_narrowed_source_scope_earns_delay_where_samples_are_attributed(tmp_path):
     # chain_work.c is out of the source scope: its samples belong to the
     # calling lines of chain.c, and must earn delay there too (they did not
@@ -61,7 +55,7 @@ def test_narrowed_source_scope_earns_delay_where_samples_are_attributed(tmp_path
     sped = [x for x in records(out) if x["type"] == "experiment" and x["speedup"] > 0 and not x["partial"]]
     assert sped and all(x["selected_samples"] > 0 and x["delay_ns"] > 0 for x in sped), sped
     share, n = sample_share(out, line, among=[line, marker("chain", "CALL_B")], with_total=True)
-    result = fixed_line_slope(out, line)
+    result = line_result([out], line)
     _, a_share = chain_times(r.stdout)  # CALL_A's share of the calls' CPU time, as the program measured it
     assert abs(share - a_share) < share_bound(a_share, n), (share, a_share, n)
     assert abs(result["slope"] - share) < 0.2, (result["slope"], share, result["points"])

@@ -4,9 +4,8 @@ off-CPU time, in user space). Known answers from the run's own records."""
 
 import os
 
-from conftest import PROGRAMS, build_program, coz_run, precise_slope, records
+from conftest import PROGRAMS, build_program, coz_run, line_result, precise_slope, records
 
-from cozprof.analysis import analyze
 from cozprof.profile import load
 
 
@@ -16,12 +15,6 @@ def marker(text):
             if f"/* {text} */" in line:
                 return f"offcpu.c:{n}"
     raise AssertionError(text)
-
-
-def slope_of(out, line):
-    (result,) = [r for r in analyze(load([str(out)]), phase_correction=False)["lines"]
-                 if r["line"].endswith("/" + line)]
-    return result
 
 
 def test_a_sleep_on_the_critical_path_is_blocked_samples_and_speeds_up(tmp_path):
@@ -40,7 +33,7 @@ def test_a_sleep_on_the_critical_path_is_blocked_samples_and_speeds_up(tmp_path)
     # Speeding the sleep up by s shortens each round by s x the sleep: the
     # slope is the sleep's share of the thread's time (its own record).
     share = slept / (thread["end_ns"] - thread["start_ns"])
-    result = slope_of(out, line)
+    result = line_result([out], line)
     assert 0.15 < share < 0.85, thread
     assert abs(result["slope"] - share) < 0.15, (result["slope"], share, result["points"])
     assert any(x["selected_blocked_ns"] > 0 for x in records(out) if x["type"] == "experiment")

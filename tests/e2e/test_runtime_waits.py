@@ -11,10 +11,9 @@ import subprocess
 
 import pytest
 
-from conftest import PROGRAMS, build_program, coz_run, records
+from conftest import PROGRAMS, build_program, coz_run, line_result, records
 from hostile_common import assert_same_behaviour, run_plain
 
-from cozprof.analysis import analyze
 from cozprof.profile import load
 
 
@@ -61,7 +60,7 @@ def test_hand_off_credits_the_woken_thread(tmp_path, mode):
     # samples, 0.36 of the wall time, with two busy loops on 2 CPUs).
     x_ns, rounds_ns = map(int, report.read_text().split())
     wall_share = x_ns / rounds_ns
-    (result,) = [r for r in analyze(load([str(out)]), phase_correction=False)["lines"] if r["line"].endswith("/" + x)]
+    result = line_result([out], x)
     # Paying a second time after each hand-off slowed the sped-up rounds down:
     # the slope came out far below the share. Charging the waker's wakeup
     # preemption (the woken thread took its CPU) to its next line made it
