@@ -72,9 +72,13 @@ def test_fork_with_follow_children_names_the_childs_file_by_pid(tmp_path):
     assert child_file == str(tmp_path / f"p.{child[0]['pid']}.coz")
     assert child[0]["pid"] != parent[0]["pid"]
     assert parent[-1]["type"] == "shutdown" and child[-1]["type"] == "shutdown"
-    # each process ran its own experiments on its own hot line
-    assert selected_lines(parent) == {source_line("parent's hot line")}
-    assert selected_lines(child) == {source_line("child's hot line")}
+    # Each process ran its own experiments on its own hot line, and none on
+    # the other's. (A process may also select another line of its own: on a
+    # loaded machine the fork itself takes samples, and an experiment starts
+    # from any sampled line.)
+    parent_hot, child_hot = source_line("parent's hot line"), source_line("child's hot line")
+    assert parent_hot in selected_lines(parent) and child_hot not in selected_lines(parent), selected_lines(parent)
+    assert child_hot in selected_lines(child) and parent_hot not in selected_lines(child), selected_lines(child)
     # the analysis merges both files
     prof = cozprofile.load([str(tmp_path / "p.coz"), child_file])
     assert len(prof.runs) == 2
