@@ -479,7 +479,11 @@ def spawn_and_wait(argv, program, env):
     already has them: the launcher ignores them and waits for the child's verdict.
     The handlers are installed before the child starts, so no signal falls into a gap;
     they are Python handlers rather than SIG_IGN because exec resets caught signals to
-    their default in the child, whereas ignored ones would stay ignored there.
+    their default in the child, whereas ignored ones would stay ignored there. A
+    signal the launcher itself was started with ignored (a script's background job
+    ignores SIGINT and SIGQUIT, nohup SIGHUP) stays ignored, and the program inherits
+    that, as it would without coz: a handler here would have given it the default
+    back, and a SIGINT to the group killed a program that ignores it plainly.
     `status` is as subprocess.Popen gives it: the exit code, or minus the signal.
     """
     child = None
@@ -497,10 +501,11 @@ def spawn_and_wait(argv, program, env):
     def ignore(_signum, _frame):
         pass
 
-    signal.signal(signal.SIGINT, ignore)
-    signal.signal(signal.SIGQUIT, ignore)
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGHUP, forward)
+    for signum, handler in ((signal.SIGINT, ignore), (signal.SIGQUIT, ignore),
+                            (signal.SIGTERM, forward), (signal.SIGHUP, forward)):
+        # (Python leaves an inherited SIG_IGN in place, SIGINT's included.)
+        if signal.getsignal(signum) != signal.SIG_IGN:
+            signal.signal(signum, handler)
     try:
         child = _spawn(argv, program, env)
     except OSError as e:

@@ -416,6 +416,28 @@ def test_sigint_is_ignored_by_the_launcher(stub_library, tmp_path):
     assert p.wait(timeout=30) == 5
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_ignored_at_start_stays_ignored_in_the_program(stub_library, tmp_path, signum):
+    # Started with the signal ignored (a script's background job ignores SIGINT
+    # and SIGQUIT, nohup SIGHUP), the program ignores it without coz, and so
+    # under it: the signal, sent to the whole group, interrupts nobody.
+    script = 'echo ready; sleep 0.5; echo done; exit 5'
+
+    def start_ignoring():
+        signal.signal(signum, signal.SIG_IGN)
+
+    plain = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, preexec_fn=start_ignoring,
+                             start_new_session=True)
+    p = coz(["---", "sh", "-c", script], stub_library, tmp_path, stdout=subprocess.PIPE,
+            preexec_fn=start_ignoring, start_new_session=True)
+    for proc in (plain, p):
+        _wait_ready(proc)
+        os.killpg(proc.pid, signum)
+    assert plain.wait(timeout=30) == 5 and plain.stdout.read() == b"done\n"
+    assert p.wait(timeout=30) == 5
+    assert p.stdout.read() == b"done\n"
+
+
 @pytest.mark.parametrize("args, message", [
     (["--", "true"], "missing '---'"),
     (["---", "no-such-program-xyz"], "program not found"),
