@@ -162,6 +162,11 @@ def fmt(x, spec):
 
 
 def main():
+    # Started with SIGINT ignored (a background job of a script), the runs
+    # would inherit that, and upstream's would not stop at the SIGINT that
+    # ends them (ours neither: the program keeps the disposition it had).
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--short", action="store_true",
                     help=f"{', '.join(SHORT_PROGRAMS)} for {SHORT_SECONDS:g} s each (smoke test)")
