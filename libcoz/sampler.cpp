@@ -815,12 +815,6 @@ void stamp_wake(ThreadState* t, const void* object) {
 void process_samples(ThreadState* t, void* uc) {
   if (!t->enter()) return;
   add_hits(t, drain_perf(t, uc));
-  // A wake's look (before this thread releases another, or blocks at a
-  // barrier): time it sat preempted since its last sample is credited now,
-  // before catch_up pays. Woken threads often preempt their waker right
-  // after the release; settled only at its next sample, the credit came
-  // after the waker had paid the delay inserted meanwhile.
-  if (!uc) settle_preempted(t, false);
   if (uc && ++t->samples_at_period >= kSamplesPerPeriod) {
     t->samples_at_period = 0;
     uint64_t next = random_period(t);

@@ -470,22 +470,6 @@ TEST_F(Delays, APreemptionInTheSelectedLineIsNotCreditedAgain) {
   EXPECT_EQ(waiting.preempt_credit_ns, 0u) << "nor held for a later sample";
 }
 
-// A thread woken by another's release often preempts its waker at once,
-// and ends its sped-up wait (inserting its delay) while the waker sits
-// preempted. The waker's next look at a wake, before any sample of its
-// own, credits that time before it pays.
-TEST_F(Delays, AWakesLookSettlesAPreemptionBeforePaying) {
-  ThreadState runner, waiting;
-  sync_epoch(&waiting);
-  const uint64_t from = g_fake_now;
-  g_fake_now += ms(2);
-  add_hits(&runner, ms(4));  // 2 ms inserted while it sat preempted
-  note_preempted(&waiting, from, g_fake_now);
-  process_samples(&waiting, nullptr);  // no ring: the look settles and pays
-  EXPECT_EQ(g_slept_total, 0u);
-  EXPECT_EQ(waiting.preempt_credited_ns.load(), ms(2));
-}
-
 TEST_F(Delays, APreemptionCreditStaysInItsExperiment) {
   ThreadState runner, waiting;
   sync_epoch(&waiting);
