@@ -108,9 +108,10 @@ def line_result(paths, line):
     has no other lines to correct against)."""
     from cozprof.analysis import analyze
     from cozprof.profile import load
-    (result,) = [r for r in analyze(load([str(p) for p in paths]), phase_correction=False)["lines"]
-                 if r["line"].endswith("/" + line)]
-    return result
+    analysis = analyze(load([str(p) for p in paths]), phase_correction=False)
+    found = [r for r in analysis["lines"] if r["line"].endswith("/" + line)]
+    assert len(found) == 1, f"{len(found)} results for {line}: {analysis['lines']} / {analysis['omitted']}"
+    return found[0]
 
 
 def precise_slope(profile, line, half_width=0.1, max_profiles=3):

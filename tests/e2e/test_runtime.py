@@ -19,9 +19,8 @@ import time
 
 import pytest
 
-from conftest import PROGRAMS, count_records, coz_run, records
+from conftest import PROGRAMS, count_records, coz_run, line_result, records
 
-from cozprof.analysis import analyze
 from cozprof.profile import load
 
 SAMPLE_PERIOD_NS = 1000000  # the runtime's default sample period (1 ms)
@@ -34,13 +33,6 @@ def marker_line(program, marker):
             if "/* " + marker + " */" in text:
                 return n
     raise AssertionError(f"no {marker} in {program}.c")
-
-
-def line_result(analysis, line_suffix):
-    for line in analysis["lines"]:
-        if line["line"].endswith(line_suffix):
-            return line
-    raise AssertionError(f"no result for {line_suffix}: {analysis['lines']} / {analysis['omitted']}")
 
 
 def printed(stdout, prefix):
@@ -74,7 +66,7 @@ class FixedLineRun:
         self.stdout = r.stdout
         self.records = records(out)
         # The line is the only one ever selected: no phase to correct.
-        self.result = line_result(analyze(load([str(out)]), phase_correction=False), line)
+        self.result = line_result([out], line)
         self.points = self.result["points"]
 
 
