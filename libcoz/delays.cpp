@@ -187,21 +187,22 @@ uint64_t delay_inserted_between(uint64_t from_ns, uint64_t to_ns) {
   return b > a ? b - a : 0;
 }
 
-void note_preempted(ThreadState* t, uint64_t from_ns, uint64_t to_ns) {
+void note_preempted(ThreadState* t, uint64_t from_ns, uint64_t to_ns, bool early) {
   if (!shared().paying.load(std::memory_order_acquire) || to_ns <= from_ns || in_cpu_pause(t, from_ns)) return;
   uint64_t e = shared().epoch.load(std::memory_order_acquire);
   if (t->preempt_credit_epoch != e) {
     t->preempt_credit_epoch = e;
     t->preempt_credit_ns = 0;
+    t->preempt_credit_early_ns = 0;
   }
   uint64_t d = delay_inserted_between(from_ns, to_ns);
-  t->preempt_credit_ns += d < to_ns - from_ns ? d : to_ns - from_ns;
+  uint64_t credit = d < to_ns - from_ns ? d : to_ns - from_ns;
+  t->preempt_credit_ns += credit;
+  if (early) t->preempt_credit_early_ns += credit;
 }
 
-void settle_preempted(ThreadState* t, bool hit) {
-  uint64_t credit = t->preempt_credit_ns;
-  t->preempt_credit_ns = 0;
-  if (hit || !credit || t->preempt_credit_epoch != shared().epoch.load(std::memory_order_acquire)) return;
+namespace {
+void grant_preempted(ThreadState* t, uint64_t credit) {
   sync_epoch(t);
   uint64_t global = shared().global_delay.load(std::memory_order_relaxed);
   if (global <= t->local_delay) return;
@@ -209,6 +210,29 @@ void settle_preempted(ThreadState* t, bool hit) {
   uint64_t granted = credit < owed ? credit : owed;
   t->local_delay += granted;
   t->preempt_credited_ns.fetch_add(granted, std::memory_order_relaxed);
+}
+}  // namespace
+
+bool program_fits_one_more() {
+  const Shared& sh = shared();
+  return sh.unblocked_threads.load(std::memory_order_relaxed) + 1 <= sh.cpus.load(std::memory_order_relaxed);
+}
+
+void settle_preempted(ThreadState* t, bool hit) {
+  uint64_t credit = t->preempt_credit_ns;
+  t->preempt_credit_ns = 0;
+  t->preempt_credit_early_ns = 0;
+  if (hit || !credit || t->preempt_credit_epoch != shared().epoch.load(std::memory_order_acquire)) return;
+  grant_preempted(t, credit);
+}
+
+void settle_preempted_by_wake(ThreadState* t) {
+  uint64_t credit = t->preempt_credit_early_ns;
+  if (!credit) return;
+  t->preempt_credit_early_ns = 0;
+  t->preempt_credit_ns -= credit;
+  if (t->preempt_credit_epoch != shared().epoch.load(std::memory_order_acquire)) return;
+  grant_preempted(t, credit);
 }
 
 void catch_up(ThreadState* t) {
@@ -314,6 +338,7 @@ void pre_block(ThreadState* t) {
   t->wait_tick_rate = g_wait_tick_rate.load(std::memory_order_relaxed);
   t->wait_start = t->wait_tick_rate ? cpu_ticks() : wait_clock();
   t->pre_block_global = shared().global_delay.load(std::memory_order_relaxed);
+  if (!t->blocked) shared().unblocked_threads.fetch_sub(1, std::memory_order_relaxed);
   t->blocked = true;
 }
 
@@ -329,6 +354,7 @@ void post_block(ThreadState* t, bool woken_by_program_thread) {
 }
 
 void credit_wait(ThreadState* t, bool woken_by_program_thread) {
+  if (t->blocked) shared().unblocked_threads.fetch_add(1, std::memory_order_relaxed);
   t->blocked = false;
   uint64_t before_epoch = t->epoch;
   sync_epoch(t);

@@ -131,10 +131,28 @@ uint64_t delay_inserted_between(uint64_t from_ns, uint64_t to_ns);
 // (settle_preempted): a sample of the selected line already counts the time
 // its thread sat preempted before it, in the hit. Not while the thread held
 // its CPU in a pause (that pause's wall time is paid).
-void note_preempted(ThreadState* t, uint64_t from_ns, uint64_t to_ns);
+// `early`: its credit is settled at the thread's next wake's look
+// (settle_preempted_by_wake), not at its next sample.
+void note_preempted(ThreadState* t, uint64_t from_ns, uint64_t to_ns, bool early = false);
 // [sig] At a sample: the credit held is granted unless the sample is a hit,
 // and only in the experiment it was earned in.
 void settle_preempted(ThreadState* t, bool hit);
+// [sig] At a wake's look, before the thread pays: the credit held for
+// sitting preempted by the thread it had just woken, when at that wake the
+// program's own threads fitted its CPUs (program_fits_one_more), is granted
+// now. The woken thread then preempted its waker only because other work
+// held the other CPUs, and it often ends its sped-up wait and inserts its
+// delay while the waker sits preempted; settled only at the waker's next
+// sample, the credit came after the waker had paid that delay at its next
+// wrapper call. In a program whose threads outnumber the cores another of
+// its threads would have taken the CPU anyway: settled early there, the
+// credit over-credited it (docs/analysis.md), so it waits for the sample,
+// as other preemptions' credit does.
+void settle_preempted_by_wake(ThreadState* t);
+// [sig] Whether the program's threads not blocked in a wait, and one more
+// (the thread a wake is about to release), are no more than its CPUs
+// (Shared::unblocked_threads, Shared::cpus).
+bool program_fits_one_more();
 
 // Pays what the thread owes: pauses global - local (less banked excess),
 // sleeping, or holding its CPU for its share of it (real_cpu_pause).

@@ -4,6 +4,7 @@
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -170,6 +171,7 @@ void begin_thread(ThreadState* t, bool inherited) {
   hardware_thread_start(t);
   progress().attach_thread(t);
   register_state(t);
+  shared().unblocked_threads.fetch_add(1, std::memory_order_relaxed);
   tls_state = t;
   pthread_setspecific(g_thread_key, t);
 }
@@ -199,6 +201,7 @@ void end_thread(void* arg) {
     // CPUs (complete: sampler_stop drained them), or read from /proc.
     if (!sampler_cpu_rings()) t->migrations = t->counts_moves ? t->cpu_moves : thread_migrations(t->tid);
     t->cpu_clock_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    if (!t->blocked) shared().unblocked_threads.fetch_sub(1, std::memory_order_relaxed);
     tls_state = nullptr;
     t->state.store(2);
   }
@@ -394,6 +397,7 @@ void fork_child() {
   for (ThreadState* t : *g_threads) sampler_forget(t);
   sampler_forget_cpu_rings();
   g_threads->clear();
+  shared().unblocked_threads.store(0);
   tls_state = nullptr;
   shared().sampling.store(false);
   shared().paying.store(false);
@@ -587,6 +591,12 @@ void runtime_init() {
     hardware_totals(live, out, why);
   };
   hardware_probe();
+  {
+    cpu_set_t cpus;
+    int n = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 0;
+    if (n <= 0) n = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    shared().cpus.store(n > 0 ? n : 1, std::memory_order_relaxed);
+  }
   g_writer = new ProfileWriter();  // opened below, once the options are known to be good
   g_profiler = new Profiler(config, g_lines, g_writer, hooks);
   {

@@ -281,7 +281,9 @@ uint64_t drain_perf(ThreadState* t, void* uc) {
       }
     } else if (hdr.type == PERF_RECORD_SWITCH && len >= 8) {
       t->switches.on_switch(hdr.misc, r.word(body), tail == t->wake_tail);  // sample_id: the time[, cpu]
-      if (t->switches.preempted_to) note_preempted(t, t->switches.preempted_from, t->switches.preempted_to);
+      if (hdr.misc & PERF_RECORD_MISC_SWITCH_OUT) t->out_early_credit = t->switches.out_uncharged && t->wake_fits;
+      if (t->switches.preempted_to)
+        note_preempted(t, t->switches.preempted_from, t->switches.preempted_to, t->out_early_credit);
       if (t->counts_moves && len >= 16 && !(hdr.misc & PERF_RECORD_MISC_SWITCH_OUT)) {
         uint32_t cpu = static_cast<uint32_t>(r.word(body + 8));  // u32 cpu, u32 reserved (little-endian)
         if (t->last_cpu != UINT32_MAX && cpu != t->last_cpu) t->cpu_moves++;
@@ -298,6 +300,7 @@ uint64_t drain_perf(ThreadState* t, void* uc) {
   // A drain outside a sample signal is a wake's (hook_wake): what the ring
   // shows next happened after it.
   t->wake_tail = uc ? UINT64_MAX : tail;
+  if (!uc) t->wake_fits = program_fits_one_more();
   return hit_ns;
 }
 
@@ -308,8 +311,10 @@ uint64_t drain_perf(ThreadState* t, void* uc) {
 void drain_after_held_pause(ThreadState* t) {
   if (!t->page) return;
   const uint64_t wake = t->wake_tail, before = t->page->data_tail;
+  const bool fits = t->wake_fits;
   add_hits(t, drain_perf(t, nullptr));
   t->wake_tail = t->page->data_tail == before ? wake : UINT64_MAX;
+  t->wake_fits = fits;
 }
 
 // [sig] The thread's total time runnable but waiting for a CPU
@@ -815,6 +820,7 @@ void stamp_wake(ThreadState* t, const void* object) {
 void process_samples(ThreadState* t, void* uc) {
   if (!t->enter()) return;
   add_hits(t, drain_perf(t, uc));
+  if (!uc) settle_preempted_by_wake(t);  // a wake's look, before catch_up pays
   if (uc && ++t->samples_at_period >= kSamplesPerPeriod) {
     t->samples_at_period = 0;
     uint64_t next = random_period(t);

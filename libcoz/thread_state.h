@@ -204,6 +204,9 @@ struct ThreadState {
   // the next sample says whether the time was the selected line's own; and
   // the experiment it belongs to.
   uint64_t preempt_credit_ns = 0, preempt_credit_epoch = 0;
+  // The part of it settled at the next wake's look rather than the next
+  // sample (note_preempted's `early`, settle_preempted_by_wake).
+  uint64_t preempt_credit_early_ns = 0;
 
   // Waits (waits.cpp): time waited per category not yet worth a whole
   // blocked sample, and totals the profiler thread reads.
@@ -245,6 +248,11 @@ struct ThreadState {
   int64_t cpu_moves = 0;
   uint64_t timer_waited_ns = 0;  // timer sampler: schedstat's wait time at the previous sample
   uint64_t wake_tail = UINT64_MAX;  // perf ring position where records after the latest wake begin
+  // At the latest wake's look, the program's unblocked threads and the one
+  // the wake may release fitted its CPUs (program_fits_one_more); and
+  // whether the latest switch out was a wakeup preemption after such a look,
+  // whose credit is settled at the next look (settle_preempted_by_wake).
+  bool wake_fits = false, out_early_credit = false;
 
   // Samples for the profiler thread.
   SampleRing ring;
@@ -314,6 +322,12 @@ struct Shared {
   // kSleepShareMin of a CPU while runnable (CrowdWindow, delays.h): a sleep
   // would hand the CPU to a thread that waits for one.
   std::atomic<bool> crowded{false};
+  // The program's live threads not blocked in an interposed wait (runnable
+  // or running), and the CPUs it may run on (its affinity at the start):
+  // whether its own threads could have filled the CPUs (delays.h,
+  // settle_preempted_by_wake).
+  std::atomic<int> unblocked_threads{0};
+  std::atomic<int> cpus{0};
 };
 
 // Constant-initialized (its constructor is constexpr): usable before any

@@ -155,14 +155,17 @@ def skip_if_contended(run, what, found, stdout=None):
                     f"(other work on the machine), so its pace, the known answer's basis, varied: {found}")
 
 
-def on_path(program, key, args, kind, tmp_path, low=0.2, high=0.9, tol=TOL_ON_PATH):
+def on_path(program, key, args, kind, tmp_path, low=0.2, high=0.9, tol=TOL_ON_PATH, contended_ok=False):
+    """`contended_ok`: the prediction is checked when other work held the
+    CPUs too (the case's answer does not rest on having them)."""
     stdout = []
     curve, run, line = profiled(tmp_path, program, key, args, stdout=stdout)
     share = wait_share(run, line, kind)
     assert low < share < high, share
     assert curve["category"] == kind, (curve["category"], curve["off_cpu"])
-    found = f"slope {curve['slope']:+.3f}, share {share:.3f}"
-    skip_if_contended(run, f"{program} {key}", found, stdout)
+    found = f"slope {curve['slope']:+.3f}, share {share:.3f}, waited for a CPU {waited_for_cpu(run):.0%}"
+    if not contended_ok:
+        skip_if_contended(run, f"{program} {key}", found, stdout)
     assert abs(curve["slope"] - share) < tol, (found, curve["points"])
 
 
@@ -198,7 +201,15 @@ def test_fsync_predicts_its_share(tmp_path):
 
 
 def test_lock_wait_for_a_long_critical_section_predicts_its_share(tmp_path):
-    on_path("offcpu_lock", "LOCK_WAIT", ["rounds=1000"], "lock", tmp_path, low=0.1)
+    # Checked beside other work too. There the lock's holder is often
+    # preempted by the thread its release wakes, which then ends its sped-up
+    # wait and inserts its delay while the holder sits preempted: the holder
+    # is credited for that at its next wake's look, before it pays at its
+    # next wrapper call (before, only at its next sample, after it had paid:
+    # slopes +0.01 to +0.04 against a share of 0.24 beside one busy loop,
+    # and the test skipped there). The program's two threads fit its two
+    # CPUs, which is when that credit is settled early.
+    on_path("offcpu_lock", "LOCK_WAIT", ["rounds=1000"], "lock", tmp_path, low=0.1, contended_ok=True)
 
 
 def test_a_sleep_off_the_critical_path_predicts_about_nothing(tmp_path):

@@ -198,6 +198,8 @@ class Delays : public ::testing::Test {
     s.speedup_pct.store(50);
     s.paying.store(true);
     s.crowded.store(false);
+    s.unblocked_threads.store(2);  // two threads running on two CPUs
+    s.cpus.store(2);
     set_clock_fn(fake_clock);
     g_fake_now = 5000000000ull;
   }
@@ -468,6 +470,55 @@ TEST_F(Delays, APreemptionInTheSelectedLineIsNotCreditedAgain) {
   preempted_while_the_line_ran(&runner, &waiting, ms(2), ms(2), true);
   EXPECT_EQ(g_slept_total, ms(1));
   EXPECT_EQ(waiting.preempt_credit_ns, 0u) << "nor held for a later sample";
+}
+
+// A thread woken by another's release often preempts its waker at once,
+// and ends its sped-up wait (inserting its delay) while the waker sits
+// preempted. When the program's threads fitted its CPUs at that wake, the
+// waker's next look, before any sample of its own, credits that time before
+// it pays; any other preemption's credit still waits for the sample.
+TEST_F(Delays, AWakesLookSettlesOnlyTheEarlyPreemptionCredit) {
+  ThreadState runner, early, late;
+  sync_epoch(&early);
+  sync_epoch(&late);
+  const uint64_t from = g_fake_now;
+  g_fake_now += ms(2);
+  add_hits(&runner, ms(4));  // 2 ms inserted while both sat preempted
+  note_preempted(&early, from, g_fake_now, /*early=*/true);
+  note_preempted(&late, from, g_fake_now, /*early=*/false);
+  process_samples(&early, nullptr);  // no ring: the look settles and pays
+  EXPECT_EQ(g_slept_total, 0u);
+  EXPECT_EQ(early.preempt_credited_ns.load(), ms(2));
+  EXPECT_EQ(early.preempt_credit_ns, 0u) << "not granted again at its sample";
+  process_samples(&late, nullptr);
+  EXPECT_EQ(g_slept_total, ms(2)) << "paid: the credit waits for its next sample";
+  EXPECT_EQ(late.preempt_credited_ns.load(), 0u);
+  EXPECT_EQ(late.preempt_credit_ns, ms(2)) << "held for its next sample";
+}
+
+// Early only when the program's unblocked threads and the one a wake may
+// release fit its CPUs: in a program whose threads outnumber the cores
+// another of them would have taken the CPU the waker waited for.
+TEST_F(Delays, AWakeFitsWhenTheProgramsUnblockedThreadsAndOneMoreFitItsCpus) {
+  shared().unblocked_threads.store(1);
+  EXPECT_TRUE(program_fits_one_more());
+  shared().unblocked_threads.store(2);
+  EXPECT_FALSE(program_fits_one_more());
+  shared().cpus.store(4);
+  EXPECT_TRUE(program_fits_one_more());
+}
+
+TEST_F(Delays, BlockingAndWakingCountTheProgramsUnblockedThreads) {
+  ThreadState t;
+  sync_epoch(&t);
+  pre_block(&t);
+  EXPECT_EQ(shared().unblocked_threads.load(), 1);
+  pre_block(&t);  // a wait inside the wait: one block
+  EXPECT_EQ(shared().unblocked_threads.load(), 1);
+  post_block(&t, false);
+  EXPECT_EQ(shared().unblocked_threads.load(), 1);
+  post_block(&t, false);
+  EXPECT_EQ(shared().unblocked_threads.load(), 2);
 }
 
 TEST_F(Delays, APreemptionCreditStaysInItsExperiment) {
