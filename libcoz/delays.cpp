@@ -202,7 +202,10 @@ void note_preempted(ThreadState* t, uint64_t from_ns, uint64_t to_ns, bool early
 }
 
 namespace {
+// Grants a held credit (settle_preempted, settle_preempted_by_wake): only in
+// the experiment it was earned in, and at most what the thread owes.
 void grant_preempted(ThreadState* t, uint64_t credit) {
+  if (!credit || t->preempt_credit_epoch != shared().epoch.load(std::memory_order_acquire)) return;
   sync_epoch(t);
   uint64_t global = shared().global_delay.load(std::memory_order_relaxed);
   if (global <= t->local_delay) return;
@@ -222,16 +225,13 @@ void settle_preempted(ThreadState* t, bool hit) {
   uint64_t credit = t->preempt_credit_ns;
   t->preempt_credit_ns = 0;
   t->preempt_credit_early_ns = 0;
-  if (hit || !credit || t->preempt_credit_epoch != shared().epoch.load(std::memory_order_acquire)) return;
-  grant_preempted(t, credit);
+  if (!hit) grant_preempted(t, credit);
 }
 
 void settle_preempted_by_wake(ThreadState* t) {
   uint64_t credit = t->preempt_credit_early_ns;
-  if (!credit) return;
   t->preempt_credit_early_ns = 0;
   t->preempt_credit_ns -= credit;
-  if (t->preempt_credit_epoch != shared().epoch.load(std::memory_order_acquire)) return;
   grant_preempted(t, credit);
 }
 

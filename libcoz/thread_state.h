@@ -325,8 +325,9 @@ struct Shared {
   // The program's live threads not blocked in an interposed wait (runnable
   // or running), and the CPUs it may run on (its affinity at the start):
   // whether its own threads could have filled the CPUs (delays.h,
-  // settle_preempted_by_wake).
-  std::atomic<int> unblocked_threads{0};
+  // settle_preempted_by_wake). On a cache line of its own: every wait
+  // changes the count, and every interposed call reads the flags above.
+  alignas(64) std::atomic<int> unblocked_threads{0};
   std::atomic<int> cpus{0};
 };
 
