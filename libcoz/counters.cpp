@@ -1,6 +1,7 @@
 #include "counters.h"
 
 #include <linux/perf_event.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -46,7 +47,95 @@ uint64_t read_counter(int fd) {
   return fd >= 0 && read(fd, &v, sizeof v) == sizeof v ? v : 0;
 }
 
+// The first line of a small file, or "" when it cannot be read.
+std::string first_line(const std::string& path) {
+  FILE* f = fopen(path.c_str(), "re");
+  if (!f) return "";
+  char line[128];
+  std::string text = fgets(line, sizeof line, f) ? line : "";
+  fclose(f);
+  return text;
+}
+
+// The smaller of two quotas, 0 meaning none.
+int tighter(int a, int b) { return a > 0 && (b <= 0 || a < b) ? a : b; }
+
+// The smallest quota of `dir` and its ancestors up to `root` (both without
+// a trailing slash), `quota_of` reading one directory's; 0 for none.
+template <typename QuotaOf>
+int walk_up(const std::string& root, std::string dir, QuotaOf quota_of) {
+  int least = 0;
+  for (;;) {
+    least = tighter(quota_of(root + dir), least);
+    if (dir.empty()) return least;
+    dir.resize(dir.rfind('/'));
+  }
+}
+
 }  // namespace
+
+int cpus_of_quota(int64_t quota, int64_t period) {
+  if (quota <= 0 || period <= 0) return 0;
+  int64_t cpus = (quota + period - 1) / period;
+  return cpus > 1 << 20 ? 1 << 20 : static_cast<int>(cpus);
+}
+
+int cgroup_cpu_limit(const std::string& proc_cgroup, const std::string& fs_root) {
+  int least = 0;
+  auto keep = [&least](int q) { least = tighter(q, least); };
+  size_t at = 0;
+  while (at < proc_cgroup.size()) {
+    size_t end = proc_cgroup.find('\n', at);
+    if (end == std::string::npos) end = proc_cgroup.size();
+    const std::string line = proc_cgroup.substr(at, end - at);
+    at = end + 1;
+    // hierarchy-id:controllers:path
+    size_t c1 = line.find(':'), c2 = c1 == std::string::npos ? c1 : line.find(':', c1 + 1);
+    if (c2 == std::string::npos) continue;
+    const std::string controllers = line.substr(c1 + 1, c2 - c1 - 1);
+    std::string path = line.substr(c2 + 1);
+    if (path.empty() || path[0] != '/') continue;
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    if (path == "/") path.clear();
+    if (line.compare(0, c1, "0") == 0 && controllers.empty()) {
+      keep(walk_up(fs_root, path, [](const std::string& dir) {
+        long long quota = 0, period = 0;
+        std::string text = first_line(dir + "/cpu.max");
+        if (sscanf(text.c_str(), "%lld %lld", &quota, &period) != 2) return 0;  // "max ...": none
+        return cpus_of_quota(quota, period);
+      }));
+      continue;
+    }
+    if (("," + controllers + ",").find(",cpu,") == std::string::npos) continue;
+    for (const char* mount : {"/cpu", "/cpu,cpuacct", "/cpuacct,cpu"}) {
+      keep(walk_up(fs_root + mount, path, [](const std::string& dir) {
+        std::string quota = first_line(dir + "/cpu.cfs_quota_us");
+        std::string period = first_line(dir + "/cpu.cfs_period_us");
+        if (quota.empty() || period.empty()) return 0;
+        return cpus_of_quota(strtoll(quota.c_str(), nullptr, 10), strtoll(period.c_str(), nullptr, 10));
+      }));
+    }
+  }
+  return least;
+}
+
+UsableCpus usable_cpus() {
+  UsableCpus u;
+  cpu_set_t set;
+  u.affinity = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (u.affinity <= 0) u.affinity = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  if (u.affinity <= 0) u.affinity = 1;
+  std::string cgroups;
+  if (FILE* f = fopen("/proc/self/cgroup", "re")) {
+    char buf[512];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) cgroups.append(buf, n);
+    fclose(f);
+  }
+  u.quota = cgroup_cpu_limit(cgroups, "/sys/fs/cgroup");
+  u.cpus = tighter(u.quota, u.affinity);
+  return u;
+}
 
 int64_t thread_migrations(pid_t tid) {
   char path[64];

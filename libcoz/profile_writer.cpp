@@ -182,7 +182,11 @@ std::string ProfileWriter::format_startup(const StartupRecord& r) const {
          ",\"build_id\":" + (r.build_id.empty() ? "null" : json_string(r.build_id)) +
          ",\"mode\":" + json_string(r.mode) + ",\"sample_period_ns\":" + std::to_string(r.sample_period_ns) +
          ",\"experiment_length_ns\":" + std::to_string(r.experiment_length_ns) +
-         ",\"sampler\":" + json_string(r.sampler) + ",\"binary_scope\":" + json_list(r.binary_scope) +
+         ",\"sampler\":" + json_string(r.sampler) +
+         (r.cpus > 0 ? ",\"cpus\":" + std::to_string(r.cpus) : std::string()) +
+         (r.cpus > 0 ? ",\"cpu_quota\":" + (r.cpu_quota > 0 ? std::to_string(r.cpu_quota) : std::string("null"))
+                     : std::string()) +
+         ",\"binary_scope\":" + json_list(r.binary_scope) +
          ",\"source_scope\":" + json_list(r.source_scope) +
          ",\"fixed_line\":" + (r.fixed_line.empty() ? "null" : json_string(r.fixed_line)) +
          ",\"fixed_speedup\":" + (r.fixed_speedup < 0 ? "null" : fraction(r.fixed_speedup)) +

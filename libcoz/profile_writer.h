@@ -23,6 +23,8 @@ struct StartupRecord {
   uint64_t sample_period_ns = 0;
   uint64_t experiment_length_ns = 0;
   std::string sampler;  // perf_event | timer
+  int cpus = 0;       // CPUs the program can run on at once (affinity, CPU quota); 0: not known
+  int cpu_quota = 0;  // its cgroup's CPU quota in whole CPUs; 0: none
   std::vector<std::string> binary_scope;
   std::vector<std::string> source_scope;
   std::string fixed_line;  // empty: none

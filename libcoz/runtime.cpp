@@ -591,12 +591,8 @@ void runtime_init() {
     hardware_totals(live, out, why);
   };
   hardware_probe();
-  {
-    cpu_set_t cpus;
-    int n = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 0;
-    if (n <= 0) n = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-    shared().cpus.store(n > 0 ? n : 1, std::memory_order_relaxed);
-  }
+  const UsableCpus cpus = usable_cpus();  // a container's CPU quota counts, not only the affinity mask
+  shared().cpus.store(cpus.cpus, std::memory_order_relaxed);
   g_writer = new ProfileWriter();  // opened below, once the options are known to be good
   g_profiler = new Profiler(config, g_lines, g_writer, hooks);
   {
@@ -709,6 +705,8 @@ void runtime_init() {
                 : "fixed-line";
   sr.sample_period_ns = config.sample_period_ns;
   sr.experiment_length_ns = config.experiment_length_ns;
+  sr.cpus = cpus.cpus;
+  sr.cpu_quota = cpus.quota;
   sr.sampler = sampler_uses_timer() ? "timer" : sampler_cpu_rings() ? "perf_event_cpu" : "perf_event";
   sr.binary_scope = config.binary_scope;
   sr.source_scope = config.source_scope;

@@ -6,6 +6,8 @@ runtime's time, not the program's."""
 
 import os
 
+import pytest
+
 from conftest import coz_run, records
 
 from test_runtime import marker_line
@@ -71,3 +73,61 @@ def test_a_crowded_thread_pays_with_cpu_time_the_profile_does_not_show(build, tm
     counted = sum(c[1] for rec in recs if rec["type"] == "stack_counts" for c in rec["counts"]
                   if c[0] in in_pause)
     assert counted == 0, f"{counted} CPU samples in real_cpu_pause; {why}"
+
+
+def quota_cgroup(tmp_name):
+    """A cgroup limited to one CPU's worth of time (cgroup v2's cpu.max or
+    v1's CFS quota), or the reason none can be made here."""
+    if os.geteuid() != 0:
+        return None, "making a cgroup needs root"
+    v2 = "/sys/fs/cgroup"
+    try:
+        if "cpu" in open(os.path.join(v2, "cgroup.subtree_control")).read().split():
+            path = os.path.join(v2, tmp_name)
+            os.mkdir(path)
+            with open(os.path.join(path, "cpu.max"), "w") as f:
+                f.write("100000 100000")
+            return path, None
+    except OSError:
+        pass
+    v1 = "/sys/fs/cgroup/cpu"
+    try:
+        path = os.path.join(v1, tmp_name)
+        os.mkdir(path)
+        with open(os.path.join(path, "cpu.cfs_quota_us"), "w") as f:
+            f.write(str(int(open(os.path.join(v1, "cpu.cfs_period_us")).read())))
+        return path, None
+    except OSError as e:
+        return None, f"no cgroup with a CPU quota can be made here ({e})"
+
+
+def test_a_cpu_quota_counts_as_fewer_cpus(build, tmp_path):
+    """A container limited to one CPU's time runs no more than one thread at
+    once however many CPUs its affinity mask names: the runtime counts the
+    quota (the early credit of a wakeup preemption depends on that count)."""
+    exe = build("crowd")
+    path, why = quota_cgroup(f"coz-test-{os.getpid()}")
+    if path is None:
+        pytest.skip(why)
+    try:
+        out = tmp_path / "quota.coz"
+
+        def join():
+            with open(os.path.join(path, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+
+        r = coz_run(["--sampling-only", "-o", str(out)], [exe, "2", "200", "20000", "20000", "1000"],
+                    preexec_fn=join)
+        assert r.returncode == 0, r.stderr.decode()
+        startup = [x for x in records(out) if x["type"] == "startup"][0]
+        assert startup["cpu_quota"] == 1, startup
+        assert startup["cpus"] == 1, startup
+    finally:
+        os.rmdir(path)
+
+    out = tmp_path / "plain.coz"
+    r = coz_run(["--sampling-only", "-o", str(out)], [exe, "2", "200", "20000", "20000", "1000"])
+    assert r.returncode == 0, r.stderr.decode()
+    startup = [x for x in records(out) if x["type"] == "startup"][0]
+    affinity = len(os.sched_getaffinity(0))
+    assert startup["cpus"] == min(affinity, startup["cpu_quota"] or affinity), startup

@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "clock.h"
+#include "counters.h"
 #include "delays.h"
 #include "experiment.h"
 #include "locks.h"
@@ -869,6 +870,18 @@ TEST(Writer, JsonRecordsAreOneLineEachWithEscapedStrings) {
             "\"progress\":[{\"name\":\"tp\",\"kind\":\"throughput\",\"delta\":42},"
             "{\"name\":\"req\",\"kind\":\"latency\",\"arrivals\":5,\"departures\":4,\"difference\":1}]}\n");
   EXPECT_EQ(json_string(std::string("a\nb\x01")), "\"a\\nb\\u0001\"");
+}
+
+TEST(Writer, StartupSaysTheCpusTheProgramCanUse) {
+  ProfileWriter w;
+  StartupRecord r;
+  r.cpus = 2;
+  r.cpu_quota = 2;
+  EXPECT_NE(w.format_startup(r).find(",\"cpus\":2,\"cpu_quota\":2,"), std::string::npos);
+  r.cpu_quota = 0;
+  EXPECT_NE(w.format_startup(r).find(",\"cpus\":2,\"cpu_quota\":null,"), std::string::npos);
+  r.cpus = 0;  // not known: neither field
+  EXPECT_EQ(w.format_startup(r).find("cpu"), std::string::npos);
 }
 
 TEST(Writer, ThreadRecordsSayHowLongTheRuntimePausedTheThread) {
@@ -1902,4 +1915,72 @@ TEST(SwitchState, PreemptionFollowedByABlockIsStillChargedToTheNextSample) {
   EXPECT_EQ(s.take_preempted(), 2000u);
   EXPECT_EQ(s.uncharged_ns, 0u);
   EXPECT_EQ(s.voluntary_ns, 6000u);
+}
+
+// ---- the CPUs a program can use ----
+
+TEST(Cpus, AQuotaIsRoundedUpToWholeCpus) {
+  EXPECT_EQ(cpus_of_quota(200000, 100000), 2);
+  EXPECT_EQ(cpus_of_quota(150000, 100000), 2);  // 1.5 CPUs: two threads can run at once
+  EXPECT_EQ(cpus_of_quota(50000, 100000), 1);
+  EXPECT_EQ(cpus_of_quota(-1, 100000), 0);  // cgroup v1's "no quota"
+  EXPECT_EQ(cpus_of_quota(100000, 0), 0);
+}
+
+namespace {
+
+struct FakeCgroupFs {
+  std::string root;
+  FakeCgroupFs() {
+    char path[] = "/tmp/coz_cgroup_XXXXXX";
+    root = mkdtemp(path) ? path : "";
+  }
+  ~FakeCgroupFs() {
+    if (!root.empty()) EXPECT_EQ(system(("rm -rf " + root).c_str()), 0);
+  }
+  void put(const std::string& dir, const std::string& file, const std::string& text) {
+    ASSERT_EQ(system(("mkdir -p " + root + dir).c_str()), 0);
+    std::ofstream(root + dir + "/" + file) << text;
+  }
+};
+
+}  // namespace
+
+TEST(Cpus, CgroupV2TakesTheSmallestCpuMaxOnTheWayUp) {
+  FakeCgroupFs fs;
+  ASSERT_FALSE(fs.root.empty());
+  fs.put("/kubepods/pod1/c1", "cpu.max", "max 100000\n");
+  fs.put("/kubepods/pod1", "cpu.max", "300000 100000\n");
+  fs.put("/kubepods", "cpu.max", "800000 100000\n");
+  EXPECT_EQ(cgroup_cpu_limit("0::/kubepods/pod1/c1\n", fs.root), 3);
+  EXPECT_EQ(cgroup_cpu_limit("0::/kubepods\n", fs.root), 8);
+  // A container's own view: the path is the host's, its cgroup is the mount's root.
+  fs.put("", "cpu.max", "150000 100000\n");
+  EXPECT_EQ(cgroup_cpu_limit("0::/docker/0123abcd\n", fs.root), 2);
+  EXPECT_EQ(cgroup_cpu_limit("", fs.root), 0);
+}
+
+TEST(Cpus, CgroupV1ReadsTheCpuControllersCfsQuota) {
+  FakeCgroupFs fs;
+  ASSERT_FALSE(fs.root.empty());
+  fs.put("/cpu,cpuacct/docker/abc", "cpu.cfs_quota_us", "100000\n");
+  fs.put("/cpu,cpuacct/docker/abc", "cpu.cfs_period_us", "100000\n");
+  fs.put("/cpu,cpuacct", "cpu.cfs_quota_us", "-1\n");
+  fs.put("/cpu,cpuacct", "cpu.cfs_period_us", "100000\n");
+  const std::string hybrid = "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n0::/docker/abc\n";
+  EXPECT_EQ(cgroup_cpu_limit(hybrid, fs.root), 1);
+  // cpuacct alone is not the controller of the quota; no limit anywhere: none.
+  EXPECT_EQ(cgroup_cpu_limit("3:cpuacct:/docker/abc\n", fs.root), 0);
+  EXPECT_EQ(cgroup_cpu_limit("4:cpu,cpuacct:/\n", fs.root), 0);
+}
+
+TEST(Cpus, TheProgramsCpusAreItsAffinityCappedByItsQuota) {
+  UsableCpus u = usable_cpus();
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  EXPECT_EQ(u.affinity, CPU_COUNT(&set));
+  EXPECT_GE(u.cpus, 1);
+  EXPECT_LE(u.cpus, u.affinity);
+  if (u.quota > 0) EXPECT_EQ(u.cpus, std::min(u.quota, u.affinity));
+  else EXPECT_EQ(u.cpus, u.affinity);
 }
