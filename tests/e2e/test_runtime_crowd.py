@@ -51,7 +51,12 @@ def test_a_crowded_thread_pays_with_cpu_time_the_profile_does_not_show(build, tm
     assert len(pacer) == 1, pacer
     p = pacer[0]
     assert p["paused_ns"] > 0.05 * (p["end_ns"] - p["start_ns"]), p
-    assert p["paused_cpu_ns"] > 0.05 * p["paused_ns"], f"the pacer slept its pauses: {p}; {why}"
+    # Held, its pauses are most of its CPU time (0.87-0.98 in eight runs,
+    # quiet and under scripts/halving-host); slept, none of it. Not a share
+    # of the pauses' wall time: a pause holds the CPU for the thread's share
+    # of it, and on a host that throttles the program that share fell to
+    # 0.04 (0.18-0.31 quiet).
+    assert p["paused_cpu_ns"] > 0.5 * p["cpu_clock_ns"], f"the pacer slept its pauses: {p}; {why}"
 
     # No CPU sample stands in the runtime's pause: those taken in it are
     # dropped. (Most of the pause is the kernel's, reading the thread's CPU
