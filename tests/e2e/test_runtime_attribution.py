@@ -47,18 +47,27 @@ def test_narrowed_source_scope_earns_delay_where_samples_are_attributed(tmp_path
     # calling lines of chain.c, and must earn delay there too (they did not
     # when the hit test looked at the first frame in the binary).
     exe = chain(tmp_path, flags=("-g", "-O1", "-fno-omit-frame-pointer"))
-    out = tmp_path / "s.coz"
     line = marker("chain", "CALL_A")
-    r = coz_run(["-s", "%/chain.c", "--fixed-line", line, "--experiment-length", "50ms", "-o", str(out)],
-                [exe, "3"])
-    assert r.returncode == 0, r.stderr.decode()
-    sped = [x for x in records(out) if x["type"] == "experiment" and x["speedup"] > 0 and not x["partial"]]
-    assert sped and all(x["selected_samples"] > 0 and x["delay_ns"] > 0 for x in sped), sped
-    share, n = sample_share(out, line, among=[line, marker("chain", "CALL_B")], with_total=True)
-    result = line_result([out], line)
-    _, a_share = chain_times(r.stdout)  # CALL_A's share of the calls' CPU time, as the program measured it
-    assert abs(share - a_share) < share_bound(a_share, n), (share, a_share, n)
-    assert abs(result["slope"] - share) < 0.2, (result["slope"], share, result["points"])
+    shares = []
+
+    def profile(i):
+        out = tmp_path / f"s{i}.coz"
+        r = coz_run(["-s", "%/chain.c", "--fixed-line", line, "--experiment-length", "50ms", "-o", str(out)],
+                    [exe, "3"])
+        assert r.returncode == 0, r.stderr.decode()
+        sped = [x for x in records(out) if x["type"] == "experiment" and x["speedup"] > 0 and not x["partial"]]
+        assert sped and all(x["selected_samples"] > 0 and x["delay_ns"] > 0 for x in sped), sped
+        share, n = sample_share(out, line, among=[line, marker("chain", "CALL_B")], with_total=True)
+        _, a_share = chain_times(r.stdout)  # CALL_A's share of the calls' CPU time, as the program measured it
+        assert abs(share - a_share) < share_bound(a_share, n), (share, a_share, n)
+        shares.append(share)
+        return out
+
+    # As many profiles as the slope needs: one alone read 0.43 against a
+    # share of 0.65 on a host halving its speed beside a busy loop.
+    result, paths = precise_slope(profile, line)
+    share = sum(shares) / len(shares)
+    assert abs(result["slope"] - share) < 0.2, (len(paths), result["slope"], share, result["points"])
 
 
 def test_timer_sampler_earns_every_elapsed_period(tmp_path):
