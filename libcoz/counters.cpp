@@ -107,13 +107,17 @@ int cgroup_cpu_limit(const std::string& proc_cgroup, const std::string& fs_root)
       continue;
     }
     if (("," + controllers + ",").find(",cpu,") == std::string::npos) continue;
+    // The controller is mounted once, under one of these names (the others,
+    // where present, are links to it).
     for (const char* mount : {"/cpu", "/cpu,cpuacct", "/cpuacct,cpu"}) {
+      if (access((fs_root + mount + "/cpu.cfs_period_us").c_str(), R_OK) != 0) continue;
       keep(walk_up(fs_root + mount, path, [](const std::string& dir) {
         std::string quota = first_line(dir + "/cpu.cfs_quota_us");
         std::string period = first_line(dir + "/cpu.cfs_period_us");
         if (quota.empty() || period.empty()) return 0;
         return cpus_of_quota(strtoll(quota.c_str(), nullptr, 10), strtoll(period.c_str(), nullptr, 10));
       }));
+      break;
     }
   }
   return least;

@@ -4,7 +4,6 @@
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>
-#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>

@@ -323,7 +323,8 @@ struct Shared {
   // would hand the CPU to a thread that waits for one.
   std::atomic<bool> crowded{false};
   // The program's live threads not blocked in an interposed wait (runnable
-  // or running), and the CPUs it may run on (its affinity at the start):
+  // or running), and the CPUs it can run on at once (its affinity mask's,
+  // fewer under a cgroup CPU quota: usable_cpus(), at the start):
   // whether its own threads could have filled the CPUs (delays.h,
   // settle_preempted_by_wake). On a cache line of its own: every wait
   // changes the count, and every interposed call reads the flags above.
