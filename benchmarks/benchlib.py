@@ -180,12 +180,20 @@ def check_profile(output, what, complete=True):
         raise BenchError(f"{what}: its profile {output} has no shutdown record (the run ended abruptly)")
 
 
+def coz_command(python_dir=None):
+    """The argv of our `coz`, as users run it: the script pip installs
+    (python/bin/coz), run by this interpreter. `python_dir`: another checkout's
+    python/ folder; one older than that script runs `python3 -m cozprof`."""
+    script = os.path.join(python_dir or PYTHON_DIR, "bin", "coz")
+    return [sys.executable, script] if os.path.isfile(script) else [sys.executable, "-m", "cozprof"]
+
+
 def run_ours(cmd, libcoz, output, fixed_line=None, fixed_speedup=None, extra=(), result=True,
              python_dir=None):
-    """Run `cmd` under `python3 -m cozprof run`; the profile goes to `output`.
+    """Run `cmd` under our `coz run` (coz_command); the profile goes to `output`.
     `python_dir`: run the cozprof package of that folder instead of this checkout's."""
     opts = _profile_options(output, fixed_line, fixed_speedup)
-    full = [sys.executable, "-m", "cozprof", "run", *opts, *extra, "---", *cmd]
+    full = [*coz_command(python_dir), "run", *opts, *extra, "---", *cmd]
     res = _run(full, ours_env(libcoz, python_dir), "our coz run", cwd=os.path.dirname(output),
                result=result)
     check_profile(output, "our coz run")

@@ -465,15 +465,17 @@ def run(args):
     outputs = run_summary.Outputs(env["COZ_OUTPUT"], args.follow_children)
     flush_std()
     started = time.monotonic()
-    status, pid = spawn_and_wait(args.command, program, env)
+    status, pid = spawn_and_wait(args.command, program, env, while_running=run_summary.prepare)
     wall_s = time.monotonic() - started
     # Whatever way the program ended: its warnings once, and one summary line.
     run_summary.print_report(outputs, pid, exit_status=status if status >= 0 else None, wall_s=wall_s)
     return pass_status(status)
 
 
-def spawn_and_wait(argv, program, env):
+def spawn_and_wait(argv, program, env, while_running=None):
     """Run the program; forward SIGTERM/SIGHUP to it; return (status, pid) when it ends.
+    `while_running()`, when given, is called once the program has started, before
+    the wait: work the launcher needs after the program ends, done while it runs.
 
     SIGINT and SIGQUIT come from the terminal to the whole process group, so the child
     already has them: the launcher ignores them and waits for the child's verdict.
@@ -515,6 +517,8 @@ def spawn_and_wait(argv, program, env):
                        status=EXIT_NOT_FOUND if e.errno == errno.ENOENT else EXIT_CANNOT_EXECUTE) from None
     for signum in pending:
         os.kill(child, signum)
+    if while_running is not None:
+        while_running()
     _, wait_status = os.waitpid(child, 0)  # retried after each handler (PEP 475)
     return os.waitstatus_to_exitcode(wait_status), child
 

@@ -159,6 +159,46 @@ def test_run_starts_the_program_without_argparse_re_or_enum(tmp_path):
     assert r.stdout.splitlines()[0] == "[]", r.stderr
 
 
+def test_the_installed_command_imports_neither_re_nor_enum_before_the_program(stub_library, tmp_path):
+    # python/bin/coz is the `coz` pip installs (pyproject's script-files). The
+    # wrapper pip writes for a console script imported re (with enum: 5-7 ms)
+    # before anything else. What the command imports before it starts the program
+    # is what -X importtime prints before --verbose's "running" line.
+    script = os.path.join(PYTHON_PATH, "bin", "coz")
+    r = subprocess.run([sys.executable, "-X", "importtime", script, "run", "--verbose", "-o", "x.coz",
+                        "---", "true"], cwd=tmp_path, capture_output=True, text=True, timeout=30,
+                       env=dict(os.environ, PYTHONPATH=PYTHON_PATH, COZ_LIBRARY=stub_library))
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("coz: running"))
+    before = {line.rsplit("|", 1)[1].strip() for line in lines[:start] if line.startswith("import time:")}
+    assert "cozprof.launcher" in before
+    assert not before & {"re", "enum", "json", "argparse", "cozprof.profile"}
+
+
+def test_the_summarys_imports_are_done_while_the_program_runs(monkeypatch):
+    # run_summary.prepare: the profile parser is imported after the program has
+    # started and before the launcher waits for it, so neither its start nor the
+    # summary after its end waits for those imports.
+    seen = []
+
+    def while_running():
+        seen.append(os.waitpid(pid_box[0], os.WNOHANG) if pid_box else None)
+
+    pid_box = []
+    real_spawn = launcher._spawn
+
+    def spawn(*a):
+        pid_box.append(real_spawn(*a))
+        return pid_box[0]
+
+    monkeypatch.setattr(launcher, "_spawn", spawn)
+    status, pid = launcher.spawn_and_wait(["sleep", "0.3"], shutil.which("sleep"), dict(os.environ),
+                                          while_running=while_running)
+    assert status == 0 and pid == pid_box[0]
+    assert seen == [(0, 0)]  # called once, the program still running
+
+
 def test_fixed_speedup_and_times():
     a = parse("--fixed-speedup", "40", "--fixed-line", "src/a.c:12", "--sample-period", "2ms",
               "--experiment-length", "100ms", "--end-to-end", "--follow-children",
