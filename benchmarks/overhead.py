@@ -30,9 +30,12 @@ debug info.
    causal profiling and under upstream, --launch-reps times each
    (interleaved). Time to main (from the spawn) and total wall time;
    launcher cost = time to main minus plain's, exit cost = (total - time to
-   main) minus plain's, from the medians. --launch-baseline DIR adds
-   `coz run --sampling-only` with another checkout's cozprof package
-   (mode baseline_sampling), to compare two launchers in one run.
+   main) minus plain's, from the medians. `--sampling-only` and upstream
+   also start cold (modes *_cold: COLD_GAP_S without a perf event first,
+   as a user's first run does); the targets read the worse of warm and
+   cold. --launch-baseline DIR adds `coz run --sampling-only` with
+   another checkout's cozprof package (mode baseline_sampling), to
+   compare two launchers in one run.
 4. Start-up: a generated C program of about 200,000 lines (many small
    functions, built with -g, and -gdwarf-3 -gstrict-dwarf for upstream)
    whose main() prints the time it was entered and returns. Prints time to
@@ -310,6 +313,25 @@ def timed_to_main(fn):
     return res
 
 
+# Linux turns on its scheduler hooks for perf events when the first event
+# bound to a task opens on a machine that has none, and waits an RCU grace
+# period before that open returns (kernel/events/core.c, account_event); it
+# turns them off again 1 s after the last such event closes. A profiler
+# started on a quiet machine pays that wait on its way to main (16 ms here
+# for ours and for perf stat, on 2026-11-28), one started less than a second
+# after another perf user does not: each `_cold` mode sleeps this long
+# before its run.
+COLD_GAP_S = 1.3
+
+
+def cold(fn):
+    """`fn`, run after COLD_GAP_S with no perf event opened by the benchmark."""
+    def run():
+        time.sleep(COLD_GAP_S)
+        return fn()
+    return run
+
+
 def launch_cost(libcoz, use_ours, use_upstream, reps, cache, workdir, baseline_python=None):
     bins = build_tiny(cache)
     out = os.path.join(workdir, "tiny.coz")
@@ -317,6 +339,8 @@ def launch_cost(libcoz, use_ours, use_upstream, reps, cache, workdir, baseline_p
     if use_ours:
         modes["ours_sampling"] = lambda: timed_to_main(
             lambda: benchlib.run_ours([bins["normal"]], libcoz, out, extra=["--sampling-only"]))
+        modes["ours_sampling_cold"] = cold(lambda: timed_to_main(
+            lambda: benchlib.run_ours([bins["normal"]], libcoz, out, extra=["--sampling-only"])))
         modes["ours_causal"] = lambda: timed_to_main(
             lambda: benchlib.run_ours([bins["normal"]], libcoz, out))
         if baseline_python:
@@ -326,6 +350,8 @@ def launch_cost(libcoz, use_ours, use_upstream, reps, cache, workdir, baseline_p
     if use_upstream:
         modes["upstream_causal"] = lambda: timed_to_main(
             lambda: benchlib.run_upstream([bins["upstream"]], out))
+        modes["upstream_causal_cold"] = cold(lambda: timed_to_main(
+            lambda: benchlib.run_upstream([bins["upstream"]], out)))
     results, notes, failures = interleaved("tiny", modes, reps)
     to_main, total, after = medians(results, "to_main_s"), medians(results), medians(results, "after_main_s")
 
@@ -459,9 +485,14 @@ def targets(rows, lock_rows, launch):
          "causal_excess_vs_upstream": worst(rows, lambda r: r["causal_excess_vs_upstream"],
                                             CAUSAL_EXCESS_VS_UPSTREAM_MAX),
          "lock_counters_cost": worst(lock_rows, lambda r: r["counters_cost"], LOCK_COUNTERS_COST_MAX)}
+    # The worse of a warm and a cold start (COLD_GAP_S): a user's first run of
+    # the day starts cold.
     for key, target in (("launcher_s", LAUNCHER_MAX_S), ("exit_s", EXIT_MAX_S)):
-        v = (launch or {}).get(key, {}).get("ours_sampling")
-        t[key] = {"target": target, "worst": v, "program": "tiny" if v is not None else None,
+        found = [((launch or {}).get(key, {}).get(m), m) for m in ("ours_sampling", "ours_sampling_cold")]
+        found = [(v, m) for v, m in found if v is not None]
+        v, m = max(found) if found else (None, None)
+        t[key] = {"target": target, "worst": v, "program": None if v is None else
+                  ("tiny, cold" if m.endswith("_cold") else "tiny"),
                   "met": None if v is None else v <= target}
     return t
 
@@ -541,7 +572,7 @@ def print_locks(rows):
 def print_launch(launch):
     print(f"# launcher: tiny program, median of {launch['reps']} run(s); added = minus plain's")
     for m in launch["total_s"]:
-        line = (f"launch {m:<16} time to main {fmt(launch['time_to_main_s'][m], '.4f')} s, "
+        line = (f"launch {m:<20} time to main {fmt(launch['time_to_main_s'][m], '.4f')} s, "
                 f"after main {fmt(launch['after_main_s'][m], '.4f')} s, "
                 f"total {fmt(launch['total_s'][m], '.4f')} s")
         if m != "plain":

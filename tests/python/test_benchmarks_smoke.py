@@ -200,7 +200,7 @@ def test_overhead_short_ours(overhead_run):
         for mode in ("ours_locks", "ours_locks_no_counters"):
             assert r["wall_s"][mode] > 0 and r["ratio"][mode] > 0, (mode, r)
         assert r["counters_cost"] is not None, r
-    for mode in ("ours_sampling", "ours_causal"):
+    for mode in ("ours_sampling", "ours_sampling_cold", "ours_causal"):
         assert s["launch"]["time_to_main_s"][mode] >= 0, s["launch"]
         assert s["launch"]["launcher_s"][mode] is not None and s["launch"]["exit_s"][mode] is not None
     assert s["startup"]["time_to_main_s"]["ours"] >= 0, s["startup"]
@@ -221,6 +221,7 @@ def test_overhead_short_upstream(overhead_run):
     for r in s["programs"]:
         assert r["wall_s"]["upstream_causal"] > 0, r
     assert s["launch"]["time_to_main_s"]["upstream_causal"] >= 0, s["launch"]
+    assert s["launch"]["time_to_main_s"]["upstream_causal_cold"] >= 0, s["launch"]
     assert s["startup"]["time_to_main_s"]["upstream"] >= 0, s["startup"]
 
 
