@@ -339,8 +339,7 @@ def launch_cost(libcoz, use_ours, use_upstream, reps, cache, workdir, baseline_p
     if use_ours:
         modes["ours_sampling"] = lambda: timed_to_main(
             lambda: benchlib.run_ours([bins["normal"]], libcoz, out, extra=["--sampling-only"]))
-        modes["ours_sampling_cold"] = cold(lambda: timed_to_main(
-            lambda: benchlib.run_ours([bins["normal"]], libcoz, out, extra=["--sampling-only"])))
+        modes["ours_sampling_cold"] = cold(modes["ours_sampling"])
         modes["ours_causal"] = lambda: timed_to_main(
             lambda: benchlib.run_ours([bins["normal"]], libcoz, out))
         if baseline_python:
@@ -350,8 +349,7 @@ def launch_cost(libcoz, use_ours, use_upstream, reps, cache, workdir, baseline_p
     if use_upstream:
         modes["upstream_causal"] = lambda: timed_to_main(
             lambda: benchlib.run_upstream([bins["upstream"]], out))
-        modes["upstream_causal_cold"] = cold(lambda: timed_to_main(
-            lambda: benchlib.run_upstream([bins["upstream"]], out)))
+        modes["upstream_causal_cold"] = cold(modes["upstream_causal"])
     results, notes, failures = interleaved("tiny", modes, reps)
     to_main, total, after = medians(results, "to_main_s"), medians(results), medians(results, "after_main_s")
 

@@ -126,7 +126,6 @@ def prepare():
         pass
 
 
-
 # Records the summary does not read: most of a profile's bytes. On a 525 KB
 # file of seven sampling-only runs of benchmarks' pipeline, the parse took
 # 11.0 ms with them and 2.2 ms without (time after the program's exit).
