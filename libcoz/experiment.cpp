@@ -209,7 +209,7 @@ void Profiler::keep_up() {
   if (now - last_keep_up_ns_ < kKeepUpNs) return;
   last_keep_up_ns_ = now;
   hooks_.for_each_live_thread([&](ThreadState* t) {
-    if (t->state.load() != 1) return;  // an ended thread is the next drain's, whole
+    if (t->state.load() != kThreadLive) return;  // an ended thread is the next drain's, whole
     Pending p;
     p.tid = t->tid;
     while (t->ring.pop(&p.smp)) held_.push_back(p);
@@ -244,6 +244,11 @@ void Profiler::drain() {
   held_taken_.clear();
   held_bytes_.clear();
   hooks_.for_each_thread([&](ThreadState* t) {
+    // Whether it has ended is read once, before its samples: an ended
+    // thread has pushed its last ones, and a thread that ends during this
+    // look is the next one's, whole (its final lock counts and its record
+    // are taken together; the registry recycles only a retired state).
+    const bool ended = t->state.load() == kThreadEnded;
     Pending p;
     p.tid = t->tid;
     while (t->ring.pop(&p.smp)) pending_.push_back(p);
@@ -252,7 +257,7 @@ void Profiler::drain() {
       size_t at = taken_bytes_.size();
       take_records(t, &taken_bytes_);
       if (taken_bytes_.size() > at) taken_.push_back({t->tid, at, taken_bytes_.size() - at, t->period_ns, false});
-      if (t->state.load() == 2) {
+      if (ended) {
         sampler_forget(t);  // its last records are taken: release the ring
       } else if (++t->samples_at_period >= kDrainsPerPeriod) {
         // DCPI: a new random period. Not at every look: the event's timer
@@ -283,14 +288,14 @@ void Profiler::drain() {
     take(t->lost_records, &t->reported_lost, &total_lost_);
     take(t->dropped_samples, &t->reported_dropped, &total_dropped_);
     take(t->skipped_records, &t->reported_skipped, &total_skipped_);
-    if (t->locks && t->state.load() == 2) {
+    if (t->locks && ended) {
       locks_.take(t->tid, *t->locks, true);  // its final counts, once: the table goes with them
       free_lock_table(t->locks);
       t->locks = nullptr;
     } else if (t->locks && flush_locks_) {
       locks_.take(t->tid, *t->locks, false);
     }
-    if (t->state.load() == 2 && t->tid) {  // ended: its record is written once its samples are counted
+    if (ended && t->tid) {  // ended: its record is written once its samples are counted
       ThreadInfo& info = threads_[t->tid];
       info.record.end_ns = t->end_ns;
       info.record.cpu_clock_ns = t->cpu_clock_ns;
@@ -302,6 +307,7 @@ void Profiler::drain() {
         else migrations_known_ = false;
       }
     }
+    if (ended) t->state.store(kThreadRetired);
   });
   // After the threads' look: an ended thread's last records are in the
   // CPU rings by now. Then its tid may come back for another thread.

@@ -129,10 +129,10 @@ void for_each_thread(const std::function<void(ThreadState*)>& fn) {
   Locked g(g_registry_lock);
   std::vector<ThreadState*>& v = *g_threads;
   for (ThreadState* t : v) fn(t);
-  // Recycle threads that have exited and whose samples were just drained.
+  // Recycle the states of threads the drain retired (it took all they left).
   size_t keep = 0;
   for (ThreadState* t : v) {
-    if (t->state.load() == 2 && t->ring.empty() && !t->page) {
+    if (recyclable(*t)) {
       t->next_free = g_free;
       g_free = t;
     } else {
@@ -202,7 +202,7 @@ void end_thread(void* arg) {
     t->cpu_clock_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     if (!t->blocked) shared().unblocked_threads.fetch_sub(1, std::memory_order_relaxed);
     tls_state = nullptr;
-    t->state.store(2);
+    t->state.store(kThreadEnded);
   }
   thread_done();
 }
@@ -579,14 +579,14 @@ void runtime_init() {
     std::vector<pid_t> tids;
     Locked g(g_registry_lock);
     for (ThreadState* t : *g_threads)
-      if (t->state.load() == 1 && t->tid) tids.push_back(t->tid);
+      if (t->state.load() == kThreadLive && t->tid) tids.push_back(t->tid);
     return tids;
   };
   hooks.hardware_counters = [](std::vector<std::pair<std::string, uint64_t>>* out, std::string* why) {
     Locked g(g_registry_lock);
     std::vector<ThreadState*> live;
     for (ThreadState* t : *g_threads)
-      if (t->state.load() == 1) live.push_back(t);
+      if (t->state.load() == kThreadLive) live.push_back(t);
     hardware_totals(live, out, why);
   };
   hardware_probe();
@@ -787,7 +787,7 @@ ThreadStart* prepare_thread(void* (*fn)(void*), void* arg) {
 
 void discard_thread_start(ThreadStart* s) {
   if (s->state) {
-    s->state->state.store(2);
+    s->state->state.store(kThreadEnded);
     register_state(s->state);  // recycled by the profiler thread
     g_live_threads.fetch_sub(1);
   }
@@ -802,7 +802,7 @@ void enter_thread(ThreadStart* s) {
     if (g_state.load() == kActive && raw_getpid() == g_pid) {
       begin_thread(s->state, true);
     } else {
-      s->state->state.store(2);
+      s->state->state.store(kThreadEnded);
       register_state(s->state);
       thread_done();
     }

@@ -153,6 +153,8 @@ struct SwitchState {
   }
 };
 
+enum : int { kThreadLive = 1, kThreadEnded = 2, kThreadRetired = 3 };
+
 struct ThreadState {
   pid_t tid = 0;
 
@@ -290,10 +292,19 @@ struct ThreadState {
   // merged by the profiler thread, freed with the state.
   struct LockTable* locks = nullptr;
 
-  // 1 live, 2 exited (the profiler thread drains its ring, then recycles it).
-  std::atomic<int> state{1};
+  // kThreadLive, then kThreadEnded (set by the thread, its last act), then
+  // kThreadRetired (set by the profiler thread once a drain has taken all
+  // it left: samples, lock counts, its record). Only a retired state is
+  // recycled: one that ends while a drain looks at it is the next drain's.
+  std::atomic<int> state{kThreadLive};
   ThreadState* next_free = nullptr;
 };
+
+// Whether the registry may recycle a thread's state: a drain retired it,
+// and nothing of it is left to take.
+inline bool recyclable(const ThreadState& t) {
+  return t.state.load() == kThreadRetired && t.ring.empty() && !t.page;
+}
 
 // Process-wide state read in signal context.
 struct Shared {

@@ -4,6 +4,7 @@
 #include "line_map.h"
 
 #include "experiment.h"
+#include "locks.h"
 #include "profile_writer.h"
 #include "thread_state.h"
 
@@ -569,6 +570,36 @@ TEST(LineMapInProcess, LineChoiceIgnoresSamplesTakenWhileOthersWerePaused) {
   ASSERT_NE(a, nullptr);
   for (int i = 0; i < 50; i++) EXPECT_EQ(p.pick()->line, a);
   EXPECT_EQ(line_choice_fn_a(1) + line_choice_fn_b(1), 11);
+}
+
+// A thread that ends while a drain looks at it (after the drain read its
+// state) is the next drain's: its state is not recycled before a drain has
+// taken its final lock counts (CI once lost a worker's million acquisitions
+// that way: its state was recycled with its table unread).
+TEST(ProfilerDrain, AThreadEndingDuringALookIsRetiredByTheNextOne) {
+  coz::LineMap m({"MAIN"}, {"%"});
+  coz::ThreadState t;
+  t.tid = 12345;
+  static int object;
+  coz::lock_acquired(&t, coz::LockKind::kMutex, &object, 0x1000, false, 0);
+  coz::lock_released(&t, &object);
+  ASSERT_NE(t.locks, nullptr);
+  bool end_during_look = true;
+  coz::ProfilerHooks hooks;
+  hooks.for_each_thread = [&](const std::function<void(coz::ThreadState*)>& fn) {
+    fn(&t);
+    if (end_during_look) t.state.store(coz::kThreadEnded);  // its last act, just after the look
+  };
+  coz::ProfileWriter w;
+  coz::Profiler p(coz::Config{}, &m, &w, hooks);
+  p.drain();
+  EXPECT_FALSE(coz::recyclable(t)) << "ended after the look: its counts are not taken yet";
+  EXPECT_NE(t.locks, nullptr);
+  end_during_look = false;
+  p.drain();
+  EXPECT_EQ(t.state.load(), coz::kThreadRetired);
+  EXPECT_EQ(t.locks, nullptr) << "its final counts taken, its table freed";
+  EXPECT_TRUE(coz::recyclable(t));
 }
 
 TEST(SampleRing, VariableLengthRecordsWrapAroundAndFill) {
