@@ -55,7 +55,10 @@ install_python() {
     log "creating the Python environment in $VENV"
     python3 -m venv "$VENV"
   fi
-  if ! "$VENV/bin/python" -c 'import cozprof, matplotlib, numpy, pytest, jsonschema' 2>/dev/null; then
+  # (Also when the installed `coz` is an older python/bin/coz: pip copies that
+  # file at install time, only its first line changed.)
+  if ! "$VENV/bin/python" -c 'import cozprof, matplotlib, numpy, pytest, jsonschema' 2>/dev/null ||
+     ! cmp -s <(tail -n +2 "$VENV/bin/coz" 2>/dev/null) <(tail -n +2 "$ROOT/python/bin/coz"); then
     log "installing the coz Python package and its dependencies"
     "$VENV/bin/pip" install -q --disable-pip-version-check -e "$ROOT[test]"
   fi
