@@ -34,8 +34,8 @@ debug info.
    also start cold (modes *_cold: COLD_GAP_S without a perf event first,
    as a user's first run does); the targets read the worse of warm and
    cold. --launch-baseline DIR adds `coz run --sampling-only` with
-   another checkout's cozprof package (mode baseline_sampling), to
-   compare two launchers in one run.
+   another checkout's cozprof package (modes baseline_sampling and
+   baseline_sampling_cold), to compare two launchers in one run.
 4. Start-up: a generated C program of about 200,000 lines (many small
    functions, built with -g, and -gdwarf-3 -gstrict-dwarf for upstream)
    whose main() prints the time it was entered and returns. Prints time to
@@ -346,6 +346,7 @@ def launch_cost(libcoz, use_ours, use_upstream, reps, cache, workdir, baseline_p
             modes["baseline_sampling"] = lambda: timed_to_main(
                 lambda: benchlib.run_ours([bins["normal"]], libcoz, out, extra=["--sampling-only"],
                                           python_dir=baseline_python))
+            modes["baseline_sampling_cold"] = cold(modes["baseline_sampling"])
     if use_upstream:
         modes["upstream_causal"] = lambda: timed_to_main(
             lambda: benchlib.run_upstream([bins["upstream"]], out))
@@ -611,7 +612,7 @@ def main(argv=None):
                     help="part 1 without the perf_record reference (perf record at our sampling period)")
     ap.add_argument("--launch-baseline", metavar="DIR",
                     help="part 3 also runs coz run --sampling-only with the cozprof package of DIR "
-                         "(another checkout's python/ folder), interleaved: mode baseline_sampling")
+                         "(another checkout's python/ folder), interleaved: modes baseline_sampling[_cold]")
     ap.add_argument("--cache", default=None,
                     help="where the generated programs are kept (default <first build dir>/bigdebug)")
     args = ap.parse_args(argv)
