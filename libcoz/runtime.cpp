@@ -399,6 +399,7 @@ void fork_child() {
   shared().unblocked_threads.store(0);
   tls_state = nullptr;
   shared().sampling.store(false);
+  shared().delays.store(false);
   shared().paying.store(false);
   shared().selected.store(nullptr);
   if (g_writer) g_writer->abandon();
@@ -686,6 +687,7 @@ void runtime_init() {
     scope_bits |= 1u << static_cast<int>(c == 'i' ? WaitKind::kIo : c == 'l' ? WaitKind::kLock
                                         : c == 's' ? WaitKind::kSleep : WaitKind::kSync);
   shared().blocked_scope.store(scope_bits);
+  shared().delays.store(!config.sampling_only && !config.locks_only);
   shared().sampling.store(true);
   g_live_threads.store(1);
   ThreadState* main_state = alloc_state();

@@ -308,7 +308,10 @@ inline bool recyclable(const ThreadState& t) {
 
 // Process-wide state read in signal context.
 struct Shared {
-  std::atomic<bool> sampling{false};               // delay hooks active in this process (not in sampling-only mode)
+  std::atomic<bool> sampling{false};               // the interposed calls' hooks active in this process
+  // Experiments may insert delays (not in sampling-only or locks-only mode):
+  // only then has a wake samples or debts to settle (hook_wake).
+  std::atomic<bool> delays{false};
   // Addresses a sample can be attributed to: code with a source line in the
   // binary and source scopes (objects whose line table is not read yet: all
   // their code). A sample's first frame in it is its "first in-scope frame",

@@ -1447,13 +1447,16 @@ class WaitAccounting : public Delays {
 }  // namespace
 
 namespace {
-// Runs `body` as the hooked thread `t` (what the interposed calls see).
+// Runs `body` as the hooked thread `t` (what the interposed calls see), in a
+// causal run (`delays`) or in one without experiments (sampling-only, locks-only).
 template <typename Body>
-void as_hooked_thread(ThreadState* t, Body body) {
+void as_hooked_thread(ThreadState* t, Body body, bool delays = true) {
   ThreadState* saved = tls_state;
   tls_state = t;
   shared().sampling.store(true);
+  shared().delays.store(delays);
   body();
+  shared().delays.store(false);
   shared().sampling.store(false);
   tls_state = saved;
 }
@@ -1541,6 +1544,28 @@ TEST_F(WaitAccounting, ADebtFoundInsideACriticalSectionIsPaidAfterTheRelease) {
     released();
     EXPECT_EQ(g_slept_total, 1000000u) << "paid once the mutex is free";
   });
+  free_lock_table(t.locks);
+}
+
+// Without experiments no delay is inserted, so a release has nothing to pay
+// (its wake returns at once): even a debt left in the counts stays unpaid.
+TEST_F(WaitAccounting, WithoutExperimentsAReleasePaysNothing) {
+  ThreadState earner, t;
+  sync_epoch(&t);
+  as_hooked_thread(
+      &t,
+      [&] {
+        acquire(LockKind::kMutex, &g_lock_word, nullptr, lock_wait, [] { return 0; }, [] { return 0; },
+                pthread_taken, pthread_got);
+        add_hits(&earner, ms(2));  // (a debt no run without experiments can have)
+        release_mutex(&g_lock_word);
+        released();
+        EXPECT_EQ(g_slept_total, 0u);
+        uint64_t counted = 0;
+        for (const LockCounts& c : t.locks->slots) counted += c.acquisitions.load();
+        EXPECT_EQ(counted, 1u) << "the counters still count";
+      },
+      false);
   free_lock_table(t.locks);
 }
 
