@@ -338,7 +338,7 @@ void pre_block(ThreadState* t) {
   t->wait_tick_rate = g_wait_tick_rate.load(std::memory_order_relaxed);
   t->wait_start = t->wait_tick_rate ? cpu_ticks() : wait_clock();
   t->pre_block_global = shared().global_delay.load(std::memory_order_relaxed);
-  if (!t->blocked) shared().unblocked_threads.fetch_sub(1, std::memory_order_relaxed);
+  if (!t->blocked) count_unblocked(-1);
   t->blocked = true;
 }
 
@@ -354,7 +354,7 @@ void post_block(ThreadState* t, bool woken_by_program_thread) {
 }
 
 void credit_wait(ThreadState* t, bool woken_by_program_thread) {
-  if (t->blocked) shared().unblocked_threads.fetch_add(1, std::memory_order_relaxed);
+  if (t->blocked) count_unblocked(+1);
   t->blocked = false;
   uint64_t before_epoch = t->epoch;
   sync_epoch(t);

@@ -170,7 +170,7 @@ void begin_thread(ThreadState* t, bool inherited) {
   hardware_thread_start(t);
   progress().attach_thread(t);
   register_state(t);
-  shared().unblocked_threads.fetch_add(1, std::memory_order_relaxed);
+  count_unblocked(+1);
   tls_state = t;
   pthread_setspecific(g_thread_key, t);
 }
@@ -200,7 +200,7 @@ void end_thread(void* arg) {
     // CPUs (complete: sampler_stop drained them), or read from /proc.
     if (!sampler_cpu_rings()) t->migrations = t->counts_moves ? t->cpu_moves : thread_migrations(t->tid);
     t->cpu_clock_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-    if (!t->blocked) shared().unblocked_threads.fetch_sub(1, std::memory_order_relaxed);
+    if (!t->blocked) count_unblocked(-1);
     tls_state = nullptr;
     t->state.store(kThreadEnded);
   }

@@ -342,6 +342,9 @@ struct Shared {
   // whether its own threads could have filled the CPUs (delays.h,
   // settle_preempted_by_wake). On a cache line of its own: every wait
   // changes the count, and every interposed call reads the flags above.
+  // Counted only where experiments may insert delays (`delays`): nothing
+  // else reads it, and its locked adds cost each wait two cache-line
+  // round trips between CPUs.
   alignas(64) std::atomic<int> unblocked_threads{0};
   std::atomic<int> cpus{0};
 };
@@ -350,6 +353,11 @@ struct Shared {
 // constructor runs. Inline, so that the interposed calls' checks are a load.
 extern Shared g_shared;
 inline Shared& shared() { return g_shared; }
+// A thread enters (+1) or leaves (-1) the program's unblocked threads.
+inline void count_unblocked(int delta) {
+  if (g_shared.delays.load(std::memory_order_relaxed))
+    g_shared.unblocked_threads.fetch_add(delta, std::memory_order_relaxed);
+}
 
 // [sig] Whether a callchain (innermost first) counts for the selected unit
 // `sel`: by its first frame in `scope` (the sample's first in-scope frame,

@@ -198,6 +198,7 @@ class Delays : public ::testing::Test {
     s.epoch.fetch_add(1);
     s.speedup_pct.store(50);
     s.paying.store(true);
+    s.delays.store(true);
     s.crowded.store(false);
     s.unblocked_threads.store(2);  // two threads running on two CPUs
     s.cpus.store(2);
