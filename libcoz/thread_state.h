@@ -310,7 +310,8 @@ inline bool recyclable(const ThreadState& t) {
 struct Shared {
   std::atomic<bool> sampling{false};               // the interposed calls' hooks active in this process
   // Experiments may insert delays (not in sampling-only or locks-only mode):
-  // only then has a wake samples or debts to settle (hook_wake).
+  // only then has a wake samples or debts to settle (runtime.h, wake), and
+  // only then is the count of unblocked threads kept (count_unblocked).
   std::atomic<bool> delays{false};
   // Addresses a sample can be attributed to: code with a source line in the
   // binary and source scopes (objects whose line table is not read yet: all
