@@ -141,6 +141,33 @@ def precise_slope(profile, line, half_width=0.1, max_profiles=3):
                         f"+-{half_width} (other work on the machine)")
 
 
+def judged_if_precise(measure, width, what):
+    """The run a known-answer test may judge: `measure(factor)` makes one
+    run `factor` times as long as the test's own (1, then 3) and returns
+    (its slope's 95% interval as (lo, hi), what it found in words, what the
+    test judges). A run whose interval is wider than `width` cannot tell a
+    right answer from a wrong one: it is made again three times as long,
+    and the longer one is judged, or the test is skipped, saying so, when
+    that one too is known less well. The bound the test then checks stays
+    the same: only the amount of evidence grows with the noise the run
+    itself measured (a host whose speed dips for tens of milliseconds, or
+    other work taking a CPU for a while). Unlike precise_slope, which pools
+    profiles of one program, each run here stands alone: the tests that use
+    it read what their program printed in that run. Returns (what the test
+    judges, what it found)."""
+    (lo, hi), found, judged = measure(1)
+    if hi - lo <= width:
+        return judged, found
+    first = found
+    (lo, hi), found, judged = measure(3)
+    found = f"{found} (three times as long; the first run, too uncertain to judge: {first})"
+    print(f"{what}: {found}")
+    if hi - lo > width:
+        pytest.skip(f"{what}: the slope is too uncertain to judge even from a run three times as long "
+                    f"(its 95% interval wider than {width:g}): {found}")
+    return judged, found
+
+
 def ready_pid(proc):
     """The pid a program started with stdout=PIPE prints on its "ready PID" line
     (tests/e2e/programs/hostile_crash.c and the like)."""

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import PROGRAMS, build_program, coz_run
+from conftest import PROGRAMS, build_program, coz_run, judged_if_precise
 
 from cozprof import analysis, profile, units
 
@@ -173,9 +173,9 @@ def on_path(program, key, args, kind, tmp_path, low=0.2, high=0.9, tol=TOL_ON_PA
     is skipped, saying so, when that one too is known less well than the
     tolerance (a run the contention rule skips is skipped at once)."""
 
-    def measured(args):
+    def measured(factor):
         stdout = []
-        curve, run, line = profiled(tmp_path, program, key, args, stdout=stdout)
+        curve, run, line = profiled(tmp_path, program, key, longer(args, factor), stdout=stdout)
         share = wait_share(run, line, kind)
         assert low < share < high, share
         assert curve["category"] == kind, (curve["category"], curve["off_cpu"])
@@ -183,22 +183,12 @@ def on_path(program, key, args, kind, tmp_path, low=0.2, high=0.9, tol=TOL_ON_PA
                  f"share {share:.3f}, waited for a CPU {waited_for_cpu(run):.0%}")
         if not contended_ok:
             skip_if_contended(run, f"{program} {key}", found, stdout)
-        return curve, share, found
+        return curve["slope_ci"], found, (curve, share)
 
-    curve, share, found = measured(args)
-    lo, hi = curve["slope_ci"]
-    if hi - lo > tol:
-        first = found
-        curve, share, found = measured(longer(args))
-        found = f"{found} (three times as long; the first run, too uncertain to judge: {first})"
-        print(f"{program} {key}: {found}")
-        lo, hi = curve["slope_ci"]
-        if hi - lo > tol:
-            # Seen once, on a host halving its speed beside a busy loop, the
-            # threads waiting for a CPU 81% of their CPU time: -0.06 [-0.20,
-            # +0.09] against a share of 0.23.
-            pytest.skip(f"{program} {key}: the slope is too uncertain to judge even from a run three "
-                        f"times as long (its 95% interval wider than the tolerance {tol}): {found}")
+    # Seen skipped once, on a host halving its speed beside a busy loop, the
+    # threads waiting for a CPU 81% of their CPU time: -0.06 [-0.20, +0.09]
+    # against a share of 0.23.
+    (curve, share), found = judged_if_precise(measured, tol, f"{program} {key}")
     assert abs(curve["slope"] - share) < tol, (found, curve["points"])
 
 
@@ -246,10 +236,28 @@ def test_lock_wait_for_a_long_critical_section_predicts_its_share(tmp_path):
 
 
 def test_a_sleep_off_the_critical_path_predicts_about_nothing(tmp_path):
-    curve, run, line = profiled(tmp_path, "offcpu_mix", "SIDE_SLEEP", ["rounds=1200"])
-    share = wait_share(run, line, "sleep", group="side")
-    assert share > 0.3, share  # what a profiler blind to the critical path would give it
-    assert curve["category"] == "sleep"
-    found = f"slope {curve['slope']:+.3f} (its thread's share {share:.3f})"
-    skip_if_contended(run, "offcpu_mix SIDE_SLEEP", found)
+    def measured(factor):
+        curve, run, line = profiled(tmp_path, "offcpu_mix", "SIDE_SLEEP", [f"rounds={1200 * factor}"])
+        share = wait_share(run, line, "sleep", group="side")
+        assert share > 0.3, share  # what a profiler blind to the critical path would give it
+        assert curve["category"] == "sleep"
+        lo, hi = curve["slope_ci"]
+        found = (f"slope {curve['slope']:+.3f} [{lo:+.3f}, {hi:+.3f}] (its thread's share {share:.3f}), "
+                 f"waited for a CPU {waited_for_cpu(run):.0%}")
+        skip_if_contended(run, "offcpu_mix SIDE_SLEEP", found)
+        return (lo, hi), found, curve
+
+    # Judged, as the waits on the path are, only from a run whose interval
+    # is no wider than the tolerance. Beside one busy loop the slope leans
+    # up as the threads wait for a CPU (2-vCPU AMD EPYC, 2026-11-28: +0.00
+    # to +0.10, mean +0.05, over 10 runs at 10-21%, intervals 0.09 to 0.15
+    # wide; quiet, -0.03 to +0.02 over 6 runs at 1-4%, 0.08 to 0.11 wide),
+    # and on a noisier 2-CPU Intel Xeon VM a run of the whole suite beside a
+    # busy loop once read +0.215 below the contention rule's 20%. Why is not
+    # established: under load the delays lengthened the rounds by 0.88 to
+    # 1.07 times themselves (a line through the experiments' wall time per
+    # round against their delay per round; quiet 0.98 to 1.06), and paying
+    # every debt holding the CPU instead of sleeping it (kSleepShareMin
+    # above 1000) leaned as much (+0.06 to +0.13 over 5 runs): issue 15.
+    curve, found = judged_if_precise(measured, TOL_OFF_PATH, "offcpu_mix SIDE_SLEEP")
     assert abs(curve["slope"]) < TOL_OFF_PATH, (found, curve["points"])

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import PROGRAMS, count_records, coz_run, line_result, records
+from conftest import PROGRAMS, count_records, coz_run, judged_if_precise, line_result, records
 
 from cozprof.profile import load
 
@@ -110,8 +110,8 @@ def test_serial_chain_line_predicts_its_share_of_the_round(build, tmp_path, whic
     exe = build("serial_ab")
     line = f"serial_ab.c:{marker_line('serial_ab', 'LINE_' + which)}"
 
-    def measured(ms):
-        run = FixedLineRun(tmp_path, exe, [ms], line, SERIAL_EXPERIMENT)
+    def measured(factor):
+        run = FixedLineRun(tmp_path, exe, [str(factor * int(SERIAL_MS))], line, SERIAL_EXPERIMENT)
         gain, expected, pred_error = serial_chain_check(run, which)
         lo, hi = run.result["slope_ci"]
         found = f"gain {gain:+.3f} [{lo:+.3f}, {hi:+.3f}] against {expected:.3f}"
@@ -127,22 +127,14 @@ def test_serial_chain_line_predicts_its_share_of_the_round(build, tmp_path, whic
         if waited >= QUIET_WAIT:
             pytest.skip(f"serial chain {which}: the thread waited for a CPU {waited:.0%} of its CPU time (other "
                         f"work on the machine), so the prediction is not compared with the known answer: {found}")
-        return run, gain, expected, pred_error, (hi - lo) / 2, found
+        return (lo, hi), found, (run, gain, expected, pred_error)
 
     # A run whose slope is known to less than the tolerance (its 95%
     # interval's half-width wider) cannot tell a right answer from a wrong
-    # one: where the host's speed dips for tens of milliseconds (a 2-CPU
-    # Intel Xeon VM, 2026-11-28: half-widths 0.07 to 0.14 on B) it is made
-    # again, three times as long, and the longer one is judged, or the test
-    # is skipped, saying so, when that one too is known less well.
-    run, gain, expected, pred_error, half, found = measured(SERIAL_MS)
-    if half > SERIAL_TOL:
-        first = found
-        run, gain, expected, pred_error, half, found = measured(str(3 * int(SERIAL_MS)))
-        found = f"{found} (three times as long; the first run, too uncertain to judge: {first})"
-        if half > SERIAL_TOL:
-            pytest.skip(f"serial chain {which}: the slope is too uncertain to judge even from a run three times "
-                        f"as long (its 95% interval wider than +-{SERIAL_TOL}): {found}")
+    # one (where the host's speed dips for tens of milliseconds, a 2-CPU
+    # Intel Xeon VM, 2026-11-28: half-widths 0.07 to 0.14 on B): it is made
+    # again three times as long (conftest.judged_if_precise).
+    (run, gain, expected, pred_error), found = judged_if_precise(measured, 2 * SERIAL_TOL, f"serial chain {which}")
     # Measured on a 2-vCPU AMD EPYC VM shared with other work (runtime
     # 7028355), the median of the points' gains - expected over 20 runs per
     # line: A -0.083 to +0.027, B -0.087 to +0.041 (10 of them beside one
