@@ -253,11 +253,9 @@ def test_a_sleep_off_the_critical_path_predicts_about_nothing(tmp_path):
     # to +0.10, mean +0.05, over 10 runs at 10-21%, intervals 0.09 to 0.15
     # wide; quiet, -0.03 to +0.02 over 6 runs at 1-4%, 0.08 to 0.11 wide),
     # and on a noisier 2-CPU Intel Xeon VM a run of the whole suite beside a
-    # busy loop once read +0.215 below the contention rule's 20%. Why is not
-    # established: under load the delays lengthened the rounds by 0.88 to
-    # 1.07 times themselves (a line through the experiments' wall time per
-    # round against their delay per round; quiet 0.98 to 1.06), and paying
-    # every debt holding the CPU instead of sleeping it (kSleepShareMin
-    # above 1000) leaned as much (+0.06 to +0.13 over 5 runs): issue 15.
+    # busy loop once read +0.215 below the contention rule's 20%. The real
+    # answer stays 0 there, and why the prediction leans is not established
+    # (docs/analysis.md, "A sleep off the critical path beside other work":
+    # three changes tried, none moved it; issue 15).
     curve, found = judged_if_precise(measured, TOL_OFF_PATH, "offcpu_mix SIDE_SLEEP")
     assert abs(curve["slope"]) < TOL_OFF_PATH, (found, curve["points"])
