@@ -428,6 +428,15 @@ void ProfileWriter::startup(const StartupRecord& r) { emit(format_startup(r)); }
 void ProfileWriter::experiment(const ExperimentRecord& r) { emit(format_experiment(r)); }
 void ProfileWriter::samples(const SamplesRecord& r) {
   std::lock_guard<std::mutex> g(mu_);
+  if (legacy_) {
+    // Upstream's samples records are a line's running count since the start,
+    // each one replacing the line's last (its viewer and our parser keep the
+    // last): the run's increments are summed here, not written as they come.
+    SamplesRecord running;
+    for (auto& c : r.counts) running.counts.emplace_back(c.first, line_counts_[c.first] += c.second);
+    if (!running.counts.empty()) emit_locked(format_samples(running));
+    return;
+  }
   if (!totals_) {
     if (!r.empty()) emit_locked(format_samples(r));
     return;

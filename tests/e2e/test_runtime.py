@@ -515,6 +515,11 @@ def test_legacy_format_on_request(build, tmp_path):
     assert re.search(r"^throughput-point\tname=round\tdelta=\d+$", text, re.M)
     prof = load([str(out)])
     assert len(prof.experiments) >= 3
+    # A line's samples records are running counts (a reader keeps the last):
+    # their last values add up to about every sample the run took.
+    last = dict(re.findall(r"^samples\tlocation=(\S+)\tcount=(\d+)$", text, re.M))
+    taken = int(re.findall(r"^shutdown\ttime=\d+\tsamples=(\d+)$", text, re.M)[-1])
+    assert 0.8 * taken <= sum(map(int, last.values())) <= taken, (last, taken)
 
 
 def test_no_debug_information_is_named_with_the_fix(build, tmp_path):

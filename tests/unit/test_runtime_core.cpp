@@ -932,6 +932,29 @@ TEST(Writer, LegacyFormatIsUpstreams) {
   EXPECT_EQ(w.format_runtime(55), "runtime\ttime=55\n");
 }
 
+TEST(Writer, LegacySamplesAreRunningCounts) {
+  // Upstream's samples records hold a line's count since the start (a reader
+  // keeps each line's last one); the runtime hands the writer increments.
+  const std::string path = "/tmp/coz_writer_legacy_" + std::to_string(getpid());
+  {
+    ProfileWriter w;
+    std::string err;
+    ASSERT_TRUE(w.open(path, true, &err)) << err;
+    SamplesRecord first, second;
+    first.counts = {{"a.c:1", 2}, {"b.c:9", 1}};
+    second.counts = {{"a.c:1", 5}};
+    w.samples(first);
+    w.samples(second);
+  }
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  unlink(path.c_str());
+  EXPECT_NE(text.find("samples\tlocation=a.c:1\tcount=2\nsamples\tlocation=b.c:9\tcount=1\n"
+                      "samples\tlocation=a.c:1\tcount=7\n"),
+            std::string::npos)
+      << text;
+}
+
 namespace {
 // A new empty file under /tmp named after `stem`; "" when none could be made.
 std::string temp_file(const std::string& stem) {
