@@ -310,7 +310,10 @@ def load(paths, skip=()):
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    profile = Profile([os.fspath(p) for p in paths])
+    paths, repeated = _distinct_files([os.fspath(p) for p in paths])
+    profile = Profile(paths)
+    for again, first in repeated:
+        profile.warnings.append(f"{again} is {first}, named before: read once")
     unknown = {}  # (what, name) -> [first path, first line, count]
     prefixes = tuple(f'{{"type":"{t}"' for t in skip)
     for path in profile.paths:
@@ -320,6 +323,26 @@ def load(paths, skip=()):
         profile.warnings.append(f"{path}:{lineno}: {count} {noun if count == 1 else plural} of "
                                 f"unknown {field} {name!r} skipped (written by a newer coz?)")
     return profile
+
+
+def _distinct_files(paths):
+    """`paths` without a second name of a file named before (the same name, or
+    another path to it): its runs would be merged twice, each experiment counted
+    twice and the intervals narrowed as if measured twice. Also (repeat, first)
+    pairs. A path that cannot be looked at is kept, for the reader to say why."""
+    kept, repeated, seen = [], [], {}
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:
+            kept.append(p)
+            continue
+        first = seen.setdefault((st.st_dev, st.st_ino), p)
+        if first is p:
+            kept.append(p)
+        else:
+            repeated.append((p, first))
+    return kept, repeated
 
 
 def _load_file(profile, path, unknown, skip_prefixes=()):
@@ -357,6 +380,18 @@ def _load_file(profile, path, unknown, skip_prefixes=()):
 
 
 _DECODER = json.JSONDecoder()
+_LEGACY_TYPES = ("startup", "experiment", "throughput-point", "progress-point", "latency-point",
+                 "samples", "runtime", "shutdown")
+
+
+def _starts_like_a_record(line):
+    """Whether a line cut short by the end of the file may be a record's beginning:
+    the one line of a file without a newline is otherwise not a profile (a text
+    file, a binary), not an empty one."""
+    if line.startswith("{"):
+        return True
+    word = line.split("\t", 1)[0]
+    return any(t.startswith(word) for t in _LEGACY_TYPES)
 _UNKNOWN_WORDS = {"record": ("record", "records", "type"),
                   "progress": ("progress entry", "progress entries", "kind")}
 _SKIPPED = object()  # legacy: the point records that follow a skipped experiment record
@@ -444,7 +479,7 @@ class _Parser:
                 reason = str(e)
             except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as e:
                 reason = f"missing field {e}" if isinstance(e, KeyError) else "bad field value"
-            if i == last and cut:
+            if i == last and cut and (read or first_bad or _starts_like_a_record(line)):
                 self.profile.warnings.append(
                     f"{self.path}:{i + 1}: last line is cut short (ignored)")
                 continue
@@ -722,7 +757,7 @@ class _Parser:
         for p in parts[1:]:
             k, sep, v = p.partition("=")
             if not sep:
-                raise _Malformed(f"field without '=' in {t!r} record")
+                raise _Malformed(f"field without '=' in {_shown(t)!r} record")
             fields[k] = v
         if t == "experiment":
             run = self._current("legacy")
@@ -775,8 +810,12 @@ class _Parser:
             self._unknown("record", t[:40])
             raise _Unknown()
         else:
-            shown = t if len(t) <= 40 else t[:40] + "..."
-            raise _Malformed(f"not a record: {shown!r}")
+            raise _Malformed(f"not a record: {_shown(t)!r}")
+
+
+def _shown(text):
+    """A record's first word as a message quotes it: at most 40 characters."""
+    return text if len(text) <= 40 else text[:40] + "..."
 
 
 _LEGACY_NAME = re.compile(r"[a-z][a-z0-9_-]*")

@@ -152,6 +152,8 @@ def test_many_malformed_lines_are_counted_not_listed(tmp_path):
     bytes(range(256)) * 4,
     b'{"type":"gpu","n":1}\n{"type":"gpu","n":2}\n',
     b'{"a":1}\n',
+    b"hello",  # one line without a newline: not a cut-short profile
+    b"\x7fELF\x02\x01\x01\x00 " + bytes(range(1, 256)) * 40,  # a binary's head: its error stays short
 ])
 def test_a_file_that_is_not_a_profile_is_one_error(tmp_path, content):
     f = tmp_path / "README.md"
@@ -159,6 +161,7 @@ def test_a_file_that_is_not_a_profile_is_one_error(tmp_path, content):
     with pytest.raises(CozError, match=r"not a profile \(line \d+: ") as ei:
         profile.load(str(f))
     assert str(ei.value).startswith(f"{f}: not a profile")
+    assert len(str(ei.value)) < len(str(f)) + 150
 
 
 def test_a_startup_record_cut_short_still_begins_a_run(tmp_path):
@@ -398,3 +401,16 @@ def test_totals_of_another_process_or_malformed_are_skipped_with_a_warning(tmp_p
     assert any("samples, stack_counts, locks and runtime records only" in w for w in p.warnings), p.warnings
     _write_records(str(path) + ".checkpoint", ["not json"])
     assert any("checkpoint skipped" in w for w in profile.load(str(path)).warnings)
+
+
+def test_a_file_named_twice_is_read_once(tmp_path):
+    twice = profile.load([fx("throughput.coz"), fx("throughput.coz")])
+    once = profile.load(fx("throughput.coz"))
+    assert len(twice.runs) == len(once.runs) and len(twice.experiments) == len(once.experiments)
+    assert twice.paths == [fx("throughput.coz")]
+    assert twice.warnings[0] == f"{fx('throughput.coz')} is {fx('throughput.coz')}, named before: read once"
+    link = tmp_path / "again.coz"
+    os.symlink(fx("throughput.coz"), link)
+    other = profile.load([fx("throughput.coz"), str(link)])
+    assert len(other.experiments) == len(once.experiments)
+    assert other.warnings[0].startswith(f"{link} is {fx('throughput.coz')}")
