@@ -308,6 +308,10 @@ def thread_breakdown(profile):
             cpu = t.get("cpu_clock_ns")
             if not isinstance(cpu, int):
                 cpu = t.get("cpu_ns") if isinstance(t.get("cpu_ns"), int) else 0
+            # The main thread's clock counts from the process's start, before its
+            # record's start_ns (the loader, constructors): a short program's read
+            # over 100% of its wall time.
+            cpu = min(cpu, wall)
             waits = t.get("wait_ns") if isinstance(t.get("wait_ns"), dict) else {}
             wait_ns = {k: waits[k] if isinstance(waits.get(k), int) and waits[k] > 0 else 0
                        for k in profile_mod.WAIT_KINDS}
@@ -406,6 +410,17 @@ def _diagnosis(profile, usable, partial, points, omitted, samples, min_points):
                 "'coz run --- ./program args' and report on the file it writes.")
     in_scope = sum(samples.values())
     out_of_scope = sum(r.out_of_scope for r in profile.runs)
+    if not usable and not profile.experiments:
+        modes = {r.mode for r in profile.runs}
+        if modes <= {"sampling-only", "locks-only"}:
+            # Runs that make no experiment by design: not too short, not out of scope.
+            views = ("'coz report --top' (where the time went), 'coz report --list REGEX', "
+                     "'coz export'" if "sampling-only" in modes else "")
+            locks = "'coz locks' (synchronization)" if "locks-only" in modes else ""
+            return (f"The profile's runs are {' and '.join(sorted(modes))}: they make no "
+                    f"experiment, so there is no causal prediction. Read them with "
+                    f"{', '.join(v for v in (views, locks) if v)}; for predictions, run without "
+                    "--sampling-only or --locks-only.")
     if not usable:
         if in_scope == 0:
             return ("No in-scope line was sampled, so no experiment could run. Build the "

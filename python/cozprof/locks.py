@@ -914,6 +914,9 @@ def analyze_locks(profile, pid=None, th=None, causal=None, causal_note=None, rea
         diagnosis = (f"none of the {n} lock{'s' if n != 1 else ''} is frequent "
                      f"(>= {th['frequency']:g}/s) or contended (>= {th['contention']:.0%}) enough "
                      "to report, and the thread groups wait alike" if n else
+                     # No locks record: not a program without locks, a run without counters.
+                     "the run kept no lock counters (coz run --no-lock-counters), so its locks "
+                     "are not known; its thread groups wait alike" if run.locks is None else
                      "the program took no lock, and its thread groups wait alike")
     return {
         "schema": SCHEMA,

@@ -157,6 +157,17 @@ def test_diagnoses():
         assert run(name)["lines"] == []
 
 
+@pytest.mark.parametrize("mode, reader", [("sampling-only", "coz report --top"),
+                                          ("locks-only", "coz locks")])
+def test_runs_without_experiments_by_design_are_not_called_too_short(tmp_path, mode, reader):
+    f = tmp_path / "p.coz"
+    f.write_text(json.dumps({"type": "startup", "version": 1, "time_ns": 1, "pid": 2, "mode": mode}) + "\n"
+                 + json.dumps({"type": "samples", "counts": {"/src/a.c:3": 40}, "out_of_scope": 0}) + "\n")
+    d = analysis.analyze(profile.load(str(f)))["diagnosis"]
+    assert f"runs are {mode}: they make no experiment" in d and reader in d
+    assert "too short" not in d and "No in-scope line" not in d
+
+
 def test_progress_point_filter():
     r = run("latency.legacy.coz", progress_point="req")
     assert {ln["progress_point"] for ln in r["lines"]} == {"req"}
@@ -281,6 +292,18 @@ def test_threads_and_thread_groups_split_wall_time():
         {"group": "worker", "threads": 2, "wall_ns": 16 * G, "cpu_ns": 10 * G,
          "wait_ns": {**zero, "io": 3 * G, "lock": 3 * G // 2, "sync": G}, "rest_ns": G // 2}]
     assert run("throughput.coz")["threads"] == [] and run("throughput.coz")["thread_groups"] == []
+
+
+def test_a_threads_cpu_is_never_more_than_its_wall_time(tmp_path):
+    # The main thread's clock counts from the process's start, before its record's
+    # start_ns: a 0.75 ms program read 453% of its wall time in the CPU column.
+    f = tmp_path / "p.coz"
+    f.write_text("\n".join(json.dumps(r) for r in [
+        {"type": "startup", "version": 1, "time_ns": 1, "pid": 2, "mode": "sampling-only"},
+        {"type": "thread", "tid": 2, "thread": "echo", "group": "main", "start_ns": 1_000_000,
+         "end_ns": 1_750_000, "cpu_ns": 0, "cpu_clock_ns": 3_380_000}]) + "\n")
+    r = analysis.analyze(profile.load(str(f)))
+    assert r["threads"][0]["cpu_ns"] == 750_000 and r["threads"][0]["rest_ns"] == 0
 
 
 def unit_curve(result, unit, name):

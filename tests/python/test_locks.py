@@ -883,6 +883,8 @@ def test_run_length_falls_back_to_the_counters_record(tmp_path):
     assert r["run"]["elapsed_ns"] == 123456789
     assert r["warnings"] == ["the run has thread records but no lock counters"]
     assert r["locks"] == []
+    # Not "the program took no lock": its locks are unknown.
+    assert r["diagnosis"].startswith("the run kept no lock counters (coz run --no-lock-counters)")
 
 
 def test_cli_profile_without_counters(tmp_path, capsys):
