@@ -266,7 +266,16 @@ constexpr uint64_t kFinalRecordsWaitNs = 10000000000ull;  // 10 s
 // runs in signal context too (on_terminate_signal): futex, write and
 // clock calls only.
 void finish(const char* reason) {
-  if (g_state.load() != kActive || g_shutdown_started.exchange(true)) return;
+  if (g_state.load() != kActive) return;
+  if (g_shutdown_started.exchange(true)) {
+    // Another thread is having the final records written: a SIGTERM sent to
+    // the group and passed on by the launcher reaches a second thread while
+    // the first waits (the signal is blocked only in its handler's thread),
+    // or exit() runs beside a signal. This one waits for them too: its
+    // die_by_default or its exit would otherwise end the process before them.
+    if (g_profiler) g_profiler->wait_final(kFinalRecordsWaitNs);
+    return;
+  }
   shared().paying.store(false);
   shared().selected.store(nullptr);
   if (g_profiler) {
