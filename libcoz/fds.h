@@ -6,6 +6,10 @@
 // no sooner than without the profiler.
 #pragma once
 
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)  // linux/close_range.h, not in every libc's headers
+#endif
+
 namespace coz {
 
 // The lowest descriptor number the runtime uses: half the soft limit, at
@@ -29,5 +33,18 @@ void move_pipe_high(int fds[2]);
 // that libdwfl keeps open for the run), high like move_fd_high; -1 if it
 // cannot be opened.
 int open_high(const char* path);
+
+// The runtime's descriptors are noted as they are made (move_fd_high,
+// move_pipe_high) and forgotten when closed or replaced (close, dup2, dup3
+// over them), so that close_range and closefrom, which would close every
+// number of a range at once, can leave them open.
+void fd_forget(int fd);
+bool fd_is_runtimes(int fd);
+
+// close_range(first, last, flags) without the runtime's descriptors: the
+// numbers between them are closed by the system call, a range at a time
+// (CLOSE_RANGE_CLOEXEC marks the whole range: the runtime's are close-on-exec
+// already). Returns as close_range does.
+int close_range_sparing_runtime(unsigned first, unsigned last, int flags);
 
 }  // namespace coz

@@ -611,7 +611,25 @@ COZ_EXPORT int eventfd_write(int fd, eventfd_t value) {
 }
 COZ_EXPORT int close(int fd) {
   coz::fds_closed(fd);
+  coz::fd_forget(fd);
   return real_close()(fd);
+}
+// A program that closes every descriptor but 0-2 before its work (daemons,
+// sandboxes) keeps the runtime's: its profile, its perf events.
+COZ_EXPORT int close_range(unsigned first, unsigned last, int flags) noexcept {
+  int rc = coz::close_range_sparing_runtime(first, last, flags);
+  if (rc == 0 && !(flags & CLOSE_RANGE_CLOEXEC))
+    for (unsigned fd = first; fd <= last && fd < 65536; fd++) coz::fds_closed(static_cast<int>(fd));
+  return rc;
+}
+COZ_EXPORT void closefrom(int lowfd) noexcept {
+  if (lowfd < 0) lowfd = 0;
+  if (close_range(static_cast<unsigned>(lowfd), ~0U, 0) == 0) return;
+  // No close_range system call (before Linux 5.9): each number up to the
+  // open-file limit, as glibc falls back to.
+  long limit = sysconf(_SC_OPEN_MAX);
+  for (long fd = lowfd; fd < limit; fd++)
+    if (!coz::fd_is_runtimes(static_cast<int>(fd))) close(static_cast<int>(fd));
 }
 COZ_EXPORT int dup(int from) noexcept {
   int rc = real_dup()(from);
@@ -619,11 +637,13 @@ COZ_EXPORT int dup(int from) noexcept {
   return rc;
 }
 COZ_EXPORT int dup2(int from, int to) noexcept {
+  if (from != to) coz::fd_forget(to);  // the program's now, whatever was there
   int rc = real_dup2()(from, to);
   if (rc >= 0) coz::fds_copied(from, rc);
   return rc;
 }
 COZ_EXPORT int dup3(int from, int to, int flags) noexcept {
+  if (from != to) coz::fd_forget(to);
   int rc = real_dup3()(from, to, flags);
   if (rc >= 0) coz::fds_copied(from, rc);
   return rc;

@@ -66,14 +66,20 @@ def test_a_point_not_reached_does_not_lengthen_experiments(build, tmp_path):
     assert max(walls) < 150e6, walls
 
 
-def test_program_that_takes_over_low_descriptors_keeps_its_profile(build, tmp_path):
+@pytest.mark.parametrize("how", [[], ["close_range"], ["closefrom"]])
+def test_program_that_takes_over_low_descriptors_keeps_its_profile(build, tmp_path, how):
     # dup2 onto 3..63 then close them all: the profiler's descriptors live
-    # higher, so the profile and the samplers survive.
+    # higher, so the profile and the samplers survive. close_range(3, ~0U)
+    # and closefrom(3) close every number: they are interposed to spare the
+    # runtime's (the profile held its startup record only), and still close
+    # the program's own, one at 4000 included.
     exe = build("hostile_fds")
     out = tmp_path / "f.coz"
-    r = coz_run(["-o", str(out), "--experiment-length", "50ms"], [exe, "1"])
+    r = coz_run(["-o", str(out), "--experiment-length", "50ms"], [exe, "1", *how])
     assert r.returncode == 0 and r.stdout.startswith(b"hostile_fds cpu_ms="), r.stderr.decode()
-    cpu_ms = int(r.stdout.split(b"=")[1])
+    fields = dict(kv.split("=") for kv in r.stdout.decode().split()[1:])
+    cpu_ms = int(fields["cpu_ms"])
+    assert fields["high_closed"] == ("1" if how else "-1")
     recs = records(out)
     assert recs[-1]["type"] == "shutdown"
     exps = [x for x in recs if x["type"] == "experiment"]

@@ -1,9 +1,15 @@
 /* A program that takes over the low descriptor numbers mid-run, as daemons
  * and shells do: dup2 of /dev/null onto 3..63, then closes them all, then
  * computes with a progress point. Prints the CPU time it used.
- * Usage: hostile_fds SECONDS */
+ * Usage: hostile_fds SECONDS [close_range|closefrom]
+ * With a second argument every descriptor from 3 up is closed at once that
+ * way, one of the program's own at 4000 included (it must be closed: printed
+ * as high_closed=1). */
+#define _GNU_SOURCE
 #include <coz.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -20,6 +26,13 @@ int main(int argc, char** argv) {
   int devnull = open("/dev/null", O_RDWR);
   for (int fd = 3; fd < 64; fd++)
     if (fd != devnull) dup2(devnull, fd);
+  int high_closed = -1;
+  if (argc > 2) {
+    dup2(devnull, 4000);
+    if (!strcmp(argv[2], "closefrom")) closefrom(3);
+    else close_range(3, ~0U, 0);
+    high_closed = fcntl(4000, F_GETFD) == -1 && errno == EBADF;
+  }
   for (int fd = 3; fd < 64; fd++) close(fd);
   unsigned long x = 7933;
   double end = now() + seconds;
@@ -29,6 +42,7 @@ int main(int argc, char** argv) {
   }
   struct timespec cpu;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
-  printf("hostile_fds cpu_ms=%ld\n", (long)(cpu.tv_sec * 1000 + cpu.tv_nsec / 1000000));
+  printf("hostile_fds cpu_ms=%ld high_closed=%d\n", (long)(cpu.tv_sec * 1000 + cpu.tv_nsec / 1000000),
+         high_closed);
   return 0;
 }
