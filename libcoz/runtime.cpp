@@ -295,6 +295,21 @@ void on_terminate_signal(int sig, siginfo_t*, void*) {
   errno = saved;
 }
 
+// runs in signal context: a SIGINT/SIGTERM/SIGHUP handler the program
+// installed with SA_RESETHAND. The kernel would set the default action back
+// as the handler starts: the runtime does so in its books (sigaction reads
+// SIG_DFL back) and catches the signal again for the final records, then
+// runs the handler.
+void install_handler(int sig, void (*fn)(int, siginfo_t*, void*));
+void on_resethand_terminate_signal(int sig, siginfo_t* si, void* uc) {
+  struct sigaction h = g_program_action[sig];
+  memset(&g_program_action[sig], 0, sizeof g_program_action[sig]);
+  g_program_action[sig].sa_handler = SIG_DFL;
+  install_handler(sig, on_terminate_signal);
+  if (h.sa_flags & SA_SIGINFO) h.sa_sigaction(sig, si, uc);
+  else if (h.sa_handler != SIG_DFL && h.sa_handler != SIG_IGN) h.sa_handler(sig);
+}
+
 // runs in signal context: the sample signal. Ours when it comes from our
 // perf descriptor or timer; anything else the program sent goes to the
 // program's own handler for it.
@@ -854,9 +869,14 @@ int virtual_sigaction(int sig, const struct sigaction* act, struct sigaction* ol
     g_program_action[sig] = *act;
     if (is_terminate_signal(sig)) {
       bool dfl = act->sa_handler == SIG_DFL;  // whatever SA_SIGINFO says
+      struct sigaction once = *act;
+      if (!dfl && act->sa_handler != SIG_IGN && (act->sa_flags & SA_RESETHAND)) {
+        once.sa_flags = (act->sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
+        once.sa_sigaction = on_resethand_terminate_signal;
+      }
       if (dfl)
         install_handler(sig, on_terminate_signal);
-      else if (real_sigaction()(sig, act, nullptr) != 0) {
+      else if (real_sigaction()(sig, &once, nullptr) != 0) {
         g_program_action[sig] = previous;
         return -1;
       }

@@ -20,6 +20,11 @@ sys.path.insert(0, os.path.join(REPO, "python"))
 from cozprof import profile as cozprofile  # noqa: E402
 
 
+# hostile_crash.c's loop, found by its comment rather than by number.
+with open(os.path.join(REPO, "tests", "e2e", "programs", "hostile_crash.c")) as _f:
+    HOT_LINE = next(i for i, text in enumerate(_f, 1) if "/* hot line */" in text)
+
+
 def no_core():
     import resource
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -68,7 +73,7 @@ def test_perf_event_refused_by_seccomp_falls_back_to_timers(tmp_path):
     experiments = [r for r in recs if r["type"] == "experiment"]
     assert len(experiments) >= 2
     assert sum(r["counts"][k] for r in recs if r["type"] == "samples" for k in r["counts"]
-               if "hostile_crash.c:20" in k) > 50
+               if f"hostile_crash.c:{HOT_LINE}" in k) > 50
     assert recs[-1]["type"] == "shutdown" and recs[-1]["reason"] == "SIGTERM"
 
 
@@ -197,6 +202,15 @@ def test_a_second_sigterm_waits_for_the_final_records(tmp_path):
         recs = records(out)
         assert recs[-1]["type"] == "shutdown" and recs[-1]["reason"] == "SIGTERM", (i, recs[-1])
         assert any(r["type"] == "thread" for r in recs)
+
+
+def test_a_sigterm_handler_reset_by_sa_resethand_reads_back_and_ends_the_profile(tmp_path):
+    # The program's handler ran once and the kernel's reset is seen: sigaction
+    # reads SIG_DFL back, and the next SIGTERM writes the final records (the
+    # runtime's books kept the handler, and its catcher was not put back).
+    status, recs = _end_by(signal.SIGTERM, "resethand", tmp_path, group=False)
+    assert status == -signal.SIGTERM
+    assert recs[-1]["type"] == "shutdown" and recs[-1]["reason"] == "SIGTERM"
 
 
 def test_sigterm_with_the_programs_own_handler_keeps_its_status(tmp_path):

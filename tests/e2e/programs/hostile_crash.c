@@ -2,6 +2,9 @@
  *   segv          - runs for 0.6 s of CPU time (several experiments), then dereferences null
  *   wait          - prints "ready <pid>" after 0.6 s of CPU time, then spins until killed
  *   term_handler  - as wait, with a SIGTERM handler of its own that calls exit(3)
+ *   resethand     - as wait, after a SIGTERM handler installed with SA_RESETHAND ran
+ *                   once (raised by itself); prints "dfl=1" when sigaction then
+ *                   reads the default action back, as the kernel reset it
  * Two threads spin so that experiments have samples. */
 #include <pthread.h>
 #include <signal.h>
@@ -43,6 +46,12 @@ static void on_term(int sig) {
   exit(3);
 }
 
+static volatile sig_atomic_t term_seen;
+static void on_term_once(int sig) {
+  (void)sig;
+  term_seen = 1;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   pthread_t t;
@@ -55,9 +64,24 @@ int main(int argc, char** argv) {
     *(volatile int*)(argc == 99 ? (void*)&sink : NULL) = 1;
     return 0;
   }
+  int dfl = -1;
+  if (!strcmp(argv[1], "resethand")) {
+    struct sigaction sa, now;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_term_once;
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGTERM, &sa, NULL);
+    raise(SIGTERM);
+    sigaction(SIGTERM, NULL, &now);
+    dfl = term_seen && now.sa_handler == SIG_DFL;
+  }
   /* write(2), not stdio: the SIGTERM handler's exit() flushes stdio */
   char line[64];
   int n = snprintf(line, sizeof line, "ready %d\n", (int)getpid());
   if (write(1, line, (size_t)n) != n) return 1;
+  if (dfl >= 0) {
+    n = snprintf(line, sizeof line, "dfl=%d\n", dfl);
+    if (write(1, line, (size_t)n) != n) return 1;
+  }
   for (;;) spin_for_ms(1000);
 }
