@@ -33,6 +33,7 @@
 #include "fds.h"
 #include "loaded_objects.h"
 #include "runtime.h"
+#include "sampler.h"
 #include "sync_hooks.h"
 #include "waits.h"
 
@@ -373,16 +374,39 @@ COZ_EXPORT int pthread_rwlock_init(pthread_rwlock_t* l, const pthread_rwlockattr
 
 // ---- POSIX semaphores ----
 
+namespace {
+// Runs a sleep with the sample signal blocked. A sample's signal pending as
+// the sleep begins (its period ended on the way in) ended nanosleep, usleep,
+// sleep, a select or poll of no descriptor and sem_timedwait at once with
+// EINTR or time left (after a handler they are not restarted, SA_RESTART or
+// not): a program sleeping 100 ms slept none. The sample is taken as the
+// call returns. Waits on descriptors (select, poll and epoll with some) are
+// left as they are: any signal may end them, and their callers retry.
+template <typename F>
+auto unsampled(F call) -> decltype(call()) {
+  if (!coz::sampler_signals_threads()) return call();
+  sigset_t ss, old;
+  sigemptyset(&ss);
+  sigaddset(&ss, coz::sample_signal());
+  real_pthread_sigmask()(SIG_BLOCK, &ss, &old);
+  auto rc = call();
+  int saved = errno;
+  real_pthread_sigmask()(SIG_SETMASK, &old, nullptr);
+  errno = saved;
+  return rc;
+}
+}  // namespace
+
 // block (when none is left): released by sem_post.
 #define COZ_SEM(call, wait_kind)                                                                          \
   coz::acquire(LockKind::kSemaphore, s, RA, wait_kind, [&] { return real_sem_trywait()(s); }, [&] { return call; }, \
                [](int rc) { return rc == -1 && errno == EAGAIN; }, [](int rc) { return rc == 0; })
 COZ_EXPORT int sem_wait(sem_t* s) { return COZ_SEM(real_sem_wait()(s), coz::lock_wait); }
 COZ_EXPORT int sem_timedwait(sem_t* s, const struct timespec* t) {
-  return COZ_SEM(real_sem_timedwait()(s, t), [](int rc) { return rc == -1 && errno == ETIMEDOUT ? WaitKind::kSleep : WaitKind::kLock; });
+  return COZ_SEM(unsampled([&] { return real_sem_timedwait()(s, t); }), [](int rc) { return rc == -1 && errno == ETIMEDOUT ? WaitKind::kSleep : WaitKind::kLock; });
 }
 COZ_EXPORT int sem_clockwait(sem_t* s, clockid_t c, const struct timespec* t) {
-  return COZ_SEM(real_sem_clockwait()(s, c, t), [](int rc) { return rc == -1 && errno == ETIMEDOUT ? WaitKind::kSleep : WaitKind::kLock; });
+  return COZ_SEM(unsampled([&] { return real_sem_clockwait()(s, c, t); }), [](int rc) { return rc == -1 && errno == ETIMEDOUT ? WaitKind::kSleep : WaitKind::kLock; });
 }
 // never blocks: counted as a try.
 COZ_EXPORT int sem_trywait(sem_t* s) noexcept {
@@ -457,14 +481,15 @@ COZ_EXPORT int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) noex
 
 // ---- sleeps: self ----
 
+
 COZ_EXPORT int nanosleep(const struct timespec* req, struct timespec* rem) {
-  return COZ_SLEEP(real_nanosleep()(req, rem));
+  return COZ_SLEEP(unsampled([&] { return real_nanosleep()(req, rem); }));
 }
 COZ_EXPORT int clock_nanosleep(clockid_t clock, int flags, const struct timespec* req, struct timespec* rem) {
-  return COZ_SLEEP(real_clock_nanosleep()(clock, flags, req, rem));
+  return COZ_SLEEP(unsampled([&] { return real_clock_nanosleep()(clock, flags, req, rem); }));
 }
-COZ_EXPORT int usleep(useconds_t us) { return COZ_SLEEP(real_usleep()(us)); }
-COZ_EXPORT unsigned int sleep(unsigned int s) { return COZ_SLEEP(real_sleep()(s)); }
+COZ_EXPORT int usleep(useconds_t us) { return COZ_SLEEP(unsampled([&] { return real_usleep()(us); })); }
+COZ_EXPORT unsigned int sleep(unsigned int s) { return COZ_SLEEP(unsampled([&] { return real_sleep()(s); })); }
 
 // ---- blocking I/O ----
 // Reads: self, unless the descriptor is a pipe or a local socket, whose other
@@ -508,12 +533,15 @@ COZ_EXPORT int connect(int fd, const struct sockaddr* addr, socklen_t len) {
   return COZ_SELF_IO(real_connect()(fd, addr, len));
 }
 COZ_EXPORT int poll(struct pollfd* fds, nfds_t n, int timeout) {
+  if (n == 0 && timeout != 0) return COZ_SLEEP(unsampled([&] { return real_poll()(fds, n, timeout); }));  // a sleep
   return COZ_TIMED(WaitKind::kIo, real_poll()(fds, n, timeout), coz::poll_woken_by_sibling(fds, n, rc), rc == 0);
 }
 COZ_EXPORT int ppoll(struct pollfd* fds, nfds_t n, const struct timespec* t, const sigset_t* mask) {
   return COZ_TIMED(WaitKind::kIo, real_ppoll()(fds, n, t, mask), coz::poll_woken_by_sibling(fds, n, rc), rc == 0);
 }
 COZ_EXPORT int select(int n, fd_set* r, fd_set* w, fd_set* e, struct timeval* t) {
+  if ((n == 0 || (!r && !w && !e)) && t && (t->tv_sec || t->tv_usec))  // select(0, ..., &tv): a sleep
+    return COZ_SLEEP(unsampled([&] { return real_select()(n, r, w, e, t); }));
   return COZ_TIMED(WaitKind::kIo, real_select()(n, r, w, e, t), coz::select_woken_by_sibling(n, r, rc), rc == 0);
 }
 COZ_EXPORT int pselect(int n, fd_set* r, fd_set* w, fd_set* e, const struct timespec* t, const sigset_t* mask) {

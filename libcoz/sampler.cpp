@@ -380,6 +380,7 @@ void sampler_configure(const SamplerSettings& s) {
 }
 
 bool sampler_uses_timer() { return g_any_timer.load(); }
+bool sampler_signals_threads() { return !g_settings.signal_free || g_any_timer.load(std::memory_order_relaxed); }
 
 namespace {
 // Task-clock sampling of user code, every `period_ns` of CPU time: the

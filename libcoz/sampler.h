@@ -148,4 +148,8 @@ uint64_t rerandomize_period(ThreadState* t);
 // Whether any thread fell back to the timer sampler (for the startup record).
 bool sampler_uses_timer();
 
+// Whether samples reach threads as signals (not in sampling-only's
+// signal-free mode, unless a thread fell back to a timer).
+bool sampler_signals_threads();
+
 }  // namespace coz
