@@ -28,6 +28,10 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <alloca.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "real.h"
 #include "fds.h"
@@ -203,6 +207,11 @@ COZ_REAL_FN(lockf, nullptr)
 COZ_REAL_FN(fcntl, nullptr)
 COZ_REAL_FN(fcntl64, nullptr)
 COZ_REAL_FN(_Exit, nullptr)
+COZ_REAL_FN(execve, nullptr)
+COZ_REAL_FN(execv, nullptr)
+COZ_REAL_FN(execvp, nullptr)
+COZ_REAL_FN(execvpe, nullptr)
+COZ_REAL_FN(fexecve, nullptr)
 COZ_REAL_FN(dl_iterate_phdr, nullptr)
 
 // ---- threads ----
@@ -935,4 +944,101 @@ COZ_EXPORT void _Exit(int status) noexcept {
   coz::on_fast_exit();
   real__Exit()(status);
   __builtin_unreachable();
+}
+
+// ---- exec: the final records first ----
+// glibc's execl*, execvp and posix_spawn call its internal execve, which no
+// preload reaches: each entry point is interposed. The records are written
+// only when the exec can succeed (the file is there and executable; a shell
+// trying the entries of PATH with execve in turn goes on being profiled).
+
+namespace {
+bool executable(const char* path) { return path && access(path, X_OK) == 0; }
+
+// As execvp looks for `file`: as given when it names a folder, else in PATH.
+// No allocation: execvp runs in vfork children too.
+bool found_in_path(const char* file) {
+  if (!file || !*file) return false;
+  if (strchr(file, '/')) return executable(file);
+  const char* path = getenv("PATH");
+  if (!path) path = "/bin:/usr/bin";
+  size_t flen = strlen(file);
+  char full[PATH_MAX];
+  for (const char* p = path;;) {
+    const char* end = strchr(p, ':');
+    size_t dlen = end ? static_cast<size_t>(end - p) : strlen(p);
+    const char* dir = dlen ? p : ".";
+    size_t use = dlen ? dlen : 1;
+    if (use + 1 + flen < sizeof full) {
+      memcpy(full, dir, use);
+      full[use] = '/';
+      memcpy(full + use + 1, file, flen + 1);
+      if (executable(full)) return true;
+    }
+    if (!end) return false;
+    p = end + 1;
+  }
+}
+
+// How many arguments execl and friends were given, up to their null.
+size_t arg_count(va_list ap) {
+  va_list copy;
+  va_copy(copy, ap);
+  size_t n = 1;
+  while (va_arg(copy, char*)) n++;
+  va_end(copy);
+  return n;
+}
+}  // namespace
+
+COZ_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) noexcept {
+  if (executable(path)) coz::on_exec();
+  return real_execve()(path, argv, envp);
+}
+COZ_EXPORT int execv(const char* path, char* const argv[]) noexcept {
+  if (executable(path)) coz::on_exec();
+  return real_execv()(path, argv);
+}
+COZ_EXPORT int execvp(const char* file, char* const argv[]) noexcept {
+  if (found_in_path(file)) coz::on_exec();
+  return real_execvp()(file, argv);
+}
+COZ_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) noexcept {
+  if (found_in_path(file)) coz::on_exec();
+  return real_execvpe()(file, argv, envp);
+}
+COZ_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) noexcept {
+  if (fcntl(fd, F_GETFD) != -1) coz::on_exec();
+  return real_fexecve()(fd, argv, envp);
+}
+COZ_EXPORT int execl(const char* path, const char* arg, ...) noexcept {
+  va_list ap;
+  va_start(ap, arg);
+  size_t n = arg_count(ap);  // (arg is never null: glibc declares it nonnull)
+  char** argv = static_cast<char**>(alloca((n + 1) * sizeof(char*)));  // (no malloc: vfork children)
+  argv[0] = const_cast<char*>(arg);
+  for (size_t i = 1; i <= n; i++) argv[i] = va_arg(ap, char*);
+  va_end(ap);
+  return execv(path, argv);
+}
+COZ_EXPORT int execlp(const char* file, const char* arg, ...) noexcept {
+  va_list ap;
+  va_start(ap, arg);
+  size_t n = arg_count(ap);  // (arg is never null: glibc declares it nonnull)
+  char** argv = static_cast<char**>(alloca((n + 1) * sizeof(char*)));
+  argv[0] = const_cast<char*>(arg);
+  for (size_t i = 1; i <= n; i++) argv[i] = va_arg(ap, char*);
+  va_end(ap);
+  return execvp(file, argv);
+}
+COZ_EXPORT int execle(const char* path, const char* arg, ...) noexcept {
+  va_list ap;
+  va_start(ap, arg);
+  size_t n = arg_count(ap);  // (arg is never null: glibc declares it nonnull)
+  char** argv = static_cast<char**>(alloca((n + 1) * sizeof(char*)));
+  argv[0] = const_cast<char*>(arg);
+  for (size_t i = 1; i <= n; i++) argv[i] = va_arg(ap, char*);
+  char* const* envp = va_arg(ap, char* const*);
+  va_end(ap);
+  return execve(path, argv, envp);
 }

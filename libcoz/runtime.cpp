@@ -858,6 +858,11 @@ void on_fast_exit() {
   finish("exit");
 }
 
+void on_exec() {
+  if (g_state.load() != kActive || raw_getpid() != g_pid) return;  // e.g. a vfork child: its parent's profile goes on
+  finish("exec");
+}
+
 bool signal_is_virtualized(int sig) {
   return g_state.load() == kActive && (sig == sample_signal() || is_terminate_signal(sig));
 }

@@ -95,6 +95,11 @@ void discard_thread_start(ThreadStart* start);               // pthread_create f
 // _exit/_Exit in the profiled process: write the final records first.
 void on_fast_exit();
 
+// execve and the like in the profiled process, about to succeed: the new
+// image keeps nothing of this one, so the final records are written first
+// (the run ends with reason "exec"; the new image's runtime starts a new run).
+void on_exec();
+
 // Signals: the runtime owns the sample signal and, while the program leaves
 // them at their default action, SIGINT/SIGTERM/SIGHUP (to write the final
 // records before dying the same way). The program sees its own view.

@@ -156,3 +156,24 @@ def test_a_rare_point_is_measured_between_its_visits(build, tmp_path):
     aligned = [x for x in exps if x.get("aligned") == "tick"]
     assert len(exps) >= 15 and len(aligned) >= len(exps) - 2, [x.get("aligned") for x in exps]
     assert errors[len(errors) // 2] < 0.01, errors
+
+
+@pytest.mark.parametrize("how", ["execl", "execvp", "execve"])
+def test_an_exec_writes_the_final_records_of_the_image_it_replaces(build, tmp_path, how):
+    # The new image keeps nothing of the old one: its threads, stacks and
+    # shutdown are written before the exec (they were lost: 3 images made 3
+    # startups and no shutdown), and the new image's runtime starts a new run
+    # in the same file. An exec that fails (no such file) stops nothing.
+    exe = build("exec_self")
+    out = tmp_path / "x.coz"
+    r = coz_run(["-o", str(out), "--experiment-length", "50ms"], [exe, "0.4", how])
+    assert r.returncode == 0, r.stderr.decode()
+    assert r.stdout.decode().split("\n")[:2] == ["generation 0", "generation 1"]
+    recs = records(out)
+    starts = [i for i, x in enumerate(recs) if x["type"] == "startup"]
+    shutdowns = [x for x in recs if x["type"] == "shutdown"]
+    assert len(starts) == 2 and [x["reason"] for x in shutdowns] == ["exec", "exit"], shutdowns
+    first = recs[starts[0]:starts[1]]
+    assert first[-1]["type"] == "shutdown" and any(x["type"] == "thread" for x in first)
+    # Each image sampled its own work: the first about twice the second's (0.8 s of CPU against 0.4).
+    assert shutdowns[0]["samples"] > 1.3 * shutdowns[1]["samples"] > 0, shutdowns
