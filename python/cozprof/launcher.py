@@ -171,12 +171,15 @@ def parse_run_args(make_parser, argv):
     else:
         options, command = rest, None
         if not any(a in ("-h", "--help") for a in options):
-            given = " ".join(options)
             if "--" in options:
-                hint = "the separator is three dashes: coz run [options] --- " + \
-                       " ".join(options[options.index("--") + 1:])
+                cut = options.index("--")
+                before, after = options[:cut], options[cut + 1:]
+                lead = "the separator is three dashes: "
             else:
-                hint = f"write: coz run {given + ' ' if given else ''}--- command args"
+                before, after = _split_at_command(options)
+                lead = "write: "
+            hint = (f"{lead}coz run {' '.join(before) or '[options]'} --- "
+                    f"{' '.join(after) or 'command args'}")
             raise CozError("missing '---' before the command to profile", hint=hint)
     args = parse_fast(options) if command is not None else None
     if args is None:
@@ -187,6 +190,21 @@ def parse_run_args(make_parser, argv):
     args.command = command
     validate(args)
     return args
+
+
+def _split_at_command(words):
+    """(options, command): `coz run`'s words given without '---', cut where the
+    command seems to start: at the first word that is neither an option nor the
+    value of one (RUN_OPTIONS says which options take a value). For the hint
+    only: the options before '---', the command after it."""
+    flags_of, _ = _option_table()
+    i = 0
+    while i < len(words) and words[i].startswith("-") and words[i] != "-":
+        name, eq, _ = words[i].partition("=")
+        i += 1
+        if name in flags_of and not eq and flags_of[name][1] not in ("store_true", "store_false"):
+            i += 1  # its value
+    return words[:i], words[i:]
 
 
 def parse_time(text, default_unit, what):
@@ -282,8 +300,10 @@ def validate(args):
                        hint="name a source line as FILE:LINE, e.g. --fixed-line app.c:42")
     args.fixed_speedup_pct = None
     if args.fixed_speedup is not None:
-        text = args.fixed_speedup.strip().rstrip("%")
-        if not text.isdigit() or not 0 <= int(text) <= 100:
+        text = args.fixed_speedup.strip()
+        text = text[:-1] if text.endswith("%") else text  # one sign: '50%%' is a typo
+        # ASCII digits only: isdigit() is also true of '²' and '٥', which int() refuses or reads.
+        if not (text.isascii() and text.isdigit()) or not 0 <= int(text) <= 100:
             raise CozError(f"bad --fixed-speedup {args.fixed_speedup!r}",
                            hint="give a whole percentage from 0 to 100")
         args.fixed_speedup_pct = int(text)
@@ -430,26 +450,125 @@ def check_preloadable(path):
                         "(drop -static)", status=EXIT_CANNOT_EXECUTE)
 
 
+def check_library(path, program=None):
+    """Raise CozError when the dynamic loader would refuse to preload the library
+    at `path`: ld.so then prints its own message, ignores it, and the program runs
+    unprofiled with its own status, as if all were well. Its rules: an ELF
+    shared object (ET_DYN) of the class, byte order and machine of `program`
+    (this interpreter's when `program` is a script or None), not a
+    position-independent executable (ET_DYN too: its dynamic section's
+    DF_1_PIE tells). The header, the program headers and the dynamic section
+    are read: a few hundred bytes, about 50 us."""
+    hint = ("point COZ_LIBRARY at a libcoz.so built for this machine "
+            "(cmake --build build makes build/libcoz/libcoz.so), or unset it")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            ident = _elf_ident(head)
+            pie = ident is not None and ident[2] == _ET_DYN and _elf_is_pie(f, head)
+    except OSError as e:
+        raise CozError(f"cannot read {path}: {e.strerror}", hint=hint) from None
+    if ident is None:
+        raise CozError(f"{path} is not an ELF shared library: the dynamic loader cannot preload it",
+                       hint=hint)
+    if ident[2] != _ET_DYN or pie:
+        what = "an executable" if pie else _ELF_TYPES.get(ident[2], f"an ELF file of type {ident[2]}")
+        raise CozError(f"{path} is {what}, not a shared library: the dynamic loader cannot preload it",
+                       hint=hint)
+    reference, other = _elf_ident(_elf_head(program)) if program else None, program
+    if reference is None:
+        reference, other = _elf_ident(_elf_head(sys.executable)), "this machine"
+    if reference is not None and _elf_platform(ident) != _elf_platform(reference):
+        raise CozError(f"{path} is built for {_elf_platform(ident)}, {other} for "
+                       f"{_elf_platform(reference)}: the dynamic loader cannot preload it", hint=hint)
+
+
+_ET_DYN = 3
+_ELF_TYPES = {1: "an object file", 2: "an executable", 4: "a core file"}
+_ELF_MACHINES = {3: "i386", 8: "MIPS", 20: "PowerPC", 21: "PowerPC64", 22: "S/390", 40: "ARM",
+                 62: "x86-64", 183: "AArch64", 243: "RISC-V", 258: "LoongArch"}
+
+
+def _elf_head(path):
+    """The first 64 bytes of `path` (an ELF header's size), b'' when unreadable."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(64)
+    except (OSError, TypeError):
+        return b""
+
+
+def _elf_ident(head):
+    """(class, byte order, e_type, e_machine) of the ELF header `head` (its
+    EI_CLASS and EI_DATA bytes: 1 or 2), or None when `head` is not a whole one."""
+    if head[:4] != b"\x7fELF" or head[4:5] not in (b"\x01", b"\x02") or head[5:6] not in (b"\x01", b"\x02"):
+        return None
+    if len(head) < (64 if head[4] == 2 else 52):
+        return None
+    return head[4], head[5], _field(head, 16, 2, head), _field(head, 18, 2, head)
+
+
+def _elf_platform(ident):
+    """'64-bit x86-64': the class, machine and byte order ld.so requires to match."""
+    bits, order, _, machine = ident
+    return (f"{32 * bits}-bit {_ELF_MACHINES.get(machine, f'ELF machine {machine}')}"
+            + (", big-endian" if order == 2 else ""))
+
+
+def _field(data, at, size, head):
+    """The integer at `at` in `data`, in the byte order of the ELF header `head`
+    (not struct: its import cost 0.3 ms of every run)."""
+    return int.from_bytes(data[at:at + size], "little" if head[5] == 1 else "big")
+
+
+def _elf_segments(f, head):
+    """[(p_type, p_offset, p_filesz)]: the program headers of the ELF file `f`
+    whose first bytes are `head` (at least 52)."""
+    if head[4] == 2:  # 64-bit
+        phoff, phentsize, phnum = _field(head, 32, 8, head), _field(head, 54, 2, head), _field(head, 56, 2, head)
+        at_offset, at_size, width = 8, 32, 8
+    else:
+        phoff, phentsize, phnum = _field(head, 28, 4, head), _field(head, 42, 2, head), _field(head, 44, 2, head)
+        at_offset, at_size, width = 4, 16, 4
+    if phnum == 0 or phentsize < at_size + width:
+        return []
+    table = _read_at(f, phoff, phentsize * phnum)
+    return [(_field(table, at, 4, head), _field(table, at + at_offset, width, head),
+             _field(table, at + at_size, width, head))
+            for at in range(0, len(table) // phentsize * phentsize, phentsize)]
+
+
+def _read_at(f, offset, size):
+    """`size` bytes of `f` from `offset`, fewer at its end; b'' for an offset
+    past any file (a corrupt header's: seek would raise OverflowError)."""
+    if offset >= 1 << 62:
+        return b""
+    f.seek(offset)
+    return f.read(size)
+
+
 def _elf_has_interp(f, head):
     """True when the ELF file has a PT_INTERP program header (it uses ld.so)."""
     if len(head) < 52:
         return True  # too short to judge: let the kernel complain
-    order = "little" if head[5] == 1 else "big"
+    return any(p_type == 3 for p_type, _, _ in _elf_segments(f, head))  # PT_INTERP
 
-    def field(data, at, size):  # not struct: its import cost 0.3 ms of every run
-        return int.from_bytes(data[at:at + size], order)
 
-    if head[4] == 2:  # 64-bit
-        phoff, phentsize, phnum = field(head, 32, 8), field(head, 54, 2), field(head, 56, 2)
-    else:
-        phoff, phentsize, phnum = field(head, 28, 4), field(head, 42, 2), field(head, 44, 2)
-    if phnum == 0 or phentsize < 4:
-        return False
-    f.seek(phoff)
-    table = f.read(phentsize * phnum)
-    for i in range(min(phnum, len(table) // phentsize)):
-        if field(table, i * phentsize, 4) == 3:  # PT_INTERP
-            return True
+def _elf_is_pie(f, head):
+    """True when the ELF file's dynamic section sets DF_1_PIE: a position-independent
+    executable, ET_DYN like a library, which ld.so refuses to preload ("cannot
+    dynamically load position-independent executable")."""
+    width = 8 if head[4] == 2 else 4
+    for p_type, offset, size in _elf_segments(f, head):
+        if p_type != 2:  # PT_DYNAMIC
+            continue
+        dynamic = _read_at(f, offset, min(size, 1 << 16))
+        for at in range(0, len(dynamic) // (2 * width) * (2 * width), 2 * width):
+            tag = _field(dynamic, at, width, head)
+            if tag == 0:  # DT_NULL: the end
+                break
+            if tag == 0x6FFFFFFB:  # DT_FLAGS_1
+                return bool(_field(dynamic, at + width, width, head) & 0x08000000)  # DF_1_PIE
     return False
 
 
@@ -457,12 +576,16 @@ def run(args):
     library = find_library()
     program = resolve_program(args.command[0])
     check_preloadable(program)
+    check_library(library, program)
     env = build_env(args, library)
+    outputs = run_summary.Outputs(env["COZ_OUTPUT"], args.follow_children)
+    if outputs.stream:
+        # The summary cannot read the warnings back from a pipe or a device: the runtime prints them.
+        env.pop("COZ_WARN_STDERR", None)
     if args.verbose:
         for key in sorted(k for k in env if k.startswith("COZ_") or k == "LD_PRELOAD"):
             print(f"coz: {key}={env[key]!r}", file=sys.stderr)
         print(f"coz: running {program}", file=sys.stderr)
-    outputs = run_summary.Outputs(env["COZ_OUTPUT"], args.follow_children)
     flush_std()
     started = time.monotonic()
     status, pid = spawn_and_wait(args.command, program, env, while_running=run_summary.prepare)

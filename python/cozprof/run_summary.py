@@ -19,6 +19,7 @@ the program's start nor the summary must wait for the parser's imports.
 """
 
 import os
+import stat
 import sys
 
 from .errors import CozError
@@ -64,6 +65,8 @@ class Outputs:
         self._pattern = output if "%p" in output else child_name(output, "%p")
         self.child_pattern = self._pattern.replace("%p", "<pid>")
         self.before = {path: _identity(path) for path in self._candidates()}
+        # A pipe or a device (-o /dev/stdout): the summary cannot read it back.
+        self.stream = "%p" not in output and is_stream(output)
 
     def _candidates(self):
         paths = set()
@@ -102,6 +105,17 @@ class Outputs:
             if now[2] > offset:
                 out.append((path, offset))
         return out
+
+
+def is_stream(path):
+    """True when `path` is a pipe, a socket or a character device (a terminal,
+    /dev/null): what is written there cannot be read back, and its size says
+    nothing of what was written."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
 
 
 def _identity(path):
@@ -331,11 +345,17 @@ def report(outputs, root_pid, exit_status=None, wall_s=None):
     line (or one line saying why there is none). Never raises. `wall_s`: how
     long the program ran (seconds), for the rate of usable experiments."""
     try:
+        main = outputs.main_path(root_pid)
+        if is_stream(main):
+            if exit_status == START_FAILED_STATUS:
+                return []  # the runtime refused to start and said why
+            return [PREFIX + f"no summary: {main} is not a regular file, so what this run wrote "
+                             "there cannot be read back"]
         written = outputs.written(root_pid)
         if not written and exit_status == START_FAILED_STATUS:
             return []  # the runtime refused to start and said why
         if not written:
-            return [PREFIX + f"no profile was written to {outputs.main_path(root_pid)} "
+            return [PREFIX + f"no profile was written to {main} "
                              "(the program ended before the profiler started, or never loaded it)"]
         recovered = [path for path, _ in written if take_checkpoint(path)]
         runs = []

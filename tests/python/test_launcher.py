@@ -102,6 +102,32 @@ def test_double_dash_hint_suggests_three():
     assert "coz run [options] --- ./app arg" in ei.value.hint
 
 
+@pytest.mark.parametrize("argv, hint", [
+    (["/bin/true"], "write: coz run [options] --- /bin/true"),
+    (["-o", "p.coz", "-v", "./app", "arg"], "write: coz run -o p.coz -v --- ./app arg"),
+    (["--output=p.coz", "--end-to-end", "./app"], "write: coz run --output=p.coz --end-to-end --- ./app"),
+    (["-v"], "write: coz run -v --- command args"),
+    ([], "write: coz run [options] --- command args"),
+    (["-o", "p.coz", "--", "./app"], "the separator is three dashes: coz run -o p.coz --- ./app"),
+])
+def test_missing_separator_hint_puts_the_options_before_it_and_the_command_after(argv, hint):
+    with pytest.raises(CozError, match="missing '---'") as ei:
+        parse(*argv)
+    assert ei.value.hint == hint
+
+
+@pytest.mark.parametrize("text", ["²", "٥٠", "50%%", "%", "5 0", "+5", "-1", "101"])
+def test_fixed_speedup_takes_ascii_digits_and_at_most_one_percent_sign(text):
+    # '²'.isdigit() is true and int('²') raises; int('٥٠') is 50: only 0-9 are taken.
+    with pytest.raises(CozError, match="bad --fixed-speedup"):
+        parse("--fixed-speedup", text, "---", "x")
+
+
+@pytest.mark.parametrize("text, pct", [("50%", 50), (" 40 ", 40), ("0", 0), ("100", 100), ("007%", 7)])
+def test_fixed_speedup_good_values(text, pct):
+    assert parse("--fixed-speedup", text, "---", "x").fixed_speedup_pct == pct
+
+
 def _argparse_run(options):
     return cli.build_parser(only="run").parse_args(["run", *options])
 
@@ -142,7 +168,7 @@ def test_default_times_are_what_parse_time_reads(monkeypatch):
         assert launcher.parse_time(text, unit, "x") == ns
 
 
-def test_run_starts_the_program_without_argparse_re_or_enum(tmp_path):
+def test_run_starts_the_program_without_argparse_re_or_enum(stub_library, tmp_path):
     # What `coz run` imports before it starts the program is on every run's way
     # to main: argparse (with re, gettext, locale) and enum (signal's) cost 5-15 ms.
     # (Those the interpreter's start already imported, e.g. through a .pth file, do not count.)
@@ -154,7 +180,7 @@ def test_run_starts_the_program_without_argparse_re_or_enum(tmp_path):
             "launcher.spawn_and_wait = spawn\n"
             "cli.main(['run', '--sampling-only', '-o', 'x.coz', '---', 'true'])\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                       env=dict(os.environ, PYTHONPATH=PYTHON_PATH, COZ_LIBRARY=sys.executable),
+                       env=dict(os.environ, PYTHONPATH=PYTHON_PATH, COZ_LIBRARY=stub_library),
                        timeout=30)
     assert r.stdout.splitlines()[0] == "[]", r.stderr
 
@@ -291,6 +317,72 @@ def test_find_library_from_env(stub_library):
     assert launcher.find_library({"COZ_LIBRARY": stub_library}) == stub_library
     with pytest.raises(CozError, match="not a file"):
         launcher.find_library({"COZ_LIBRARY": "/nonexistent/libcoz.so"})
+
+
+@pytest.fixture(scope="module")
+def elf_files(tmp_path_factory, stub_library):
+    """Files ld.so refuses to preload, each for its own reason (its message in the comment)."""
+    d = tmp_path_factory.mktemp("elf")
+    src = d / "m.c"
+    src.write_text("int main(void) { return 0; }\n")
+    (d / "text.so").write_text("not a library\n")                           # file too short / invalid ELF header
+    (d / "short.so").write_bytes(b"\x7fELF\x02\x01\x01")                    # (a header cut short)
+    subprocess.run(["gcc", "-pie", "-fPIE", "-o", str(d / "pie"), str(src)], check=True)  # cannot dynamically load PIE
+    subprocess.run(["gcc", "-no-pie", "-o", str(d / "exec"), str(src)], check=True)       # cannot dynamically load executable
+    subprocess.run(["gcc", "-c", "-o", str(d / "object.o"), str(src)], check=True)       # only ET_DYN and ET_EXEC may be loaded
+    with open(stub_library, "rb") as f:
+        lib = f.read()
+    other_class = bytearray(lib)
+    other_class[4] = 1 if lib[4] == 2 else 2                                  # wrong ELF class
+    (d / "class.so").write_bytes(other_class)
+    other_machine = bytearray(lib)
+    order = "little" if lib[5] == 1 else "big"
+    machine = int.from_bytes(lib[18:20], order)
+    other_machine[18:20] = (183 if machine != 183 else 62).to_bytes(2, order)  # cannot open shared object file
+    (d / "machine.so").write_bytes(other_machine)
+    return d
+
+
+@pytest.mark.parametrize("name, message", [
+    ("text.so", "is not an ELF shared library"),
+    ("short.so", "is not an ELF shared library"),
+    ("pie", "is an executable, not a shared library"),
+    ("exec", "is an executable, not a shared library"),
+    ("object.o", "is an object file, not a shared library"),
+    ("class.so", "is built for 32-bit"),
+    ("machine.so", "is built for 64-bit"),
+])
+def test_check_library_refuses_what_the_dynamic_loader_would(elf_files, name, message):
+    path = str(elf_files / name)
+    with pytest.raises(CozError, match=message) as ei:
+        launcher.check_library(path, "/bin/sh")
+    assert ei.value.status is None and "COZ_LIBRARY" in ei.value.hint  # coz's own error: 125
+    # The loader's own verdict is the reference: it ignores the library, with a message.
+    r = subprocess.run(["/bin/sh", "-c", "true"], env=dict(os.environ, LD_PRELOAD=path),
+                       capture_output=True, text=True, timeout=30)
+    assert "cannot be preloaded" in r.stderr
+
+
+def test_check_library_takes_shared_libraries(stub_library, tmp_path):
+    launcher.check_library(stub_library, "/bin/sh")
+    launcher.check_library(stub_library)               # this interpreter's platform
+    script = tmp_path / "s.sh"
+    script.write_text("#!/bin/sh\n")
+    launcher.check_library(stub_library, str(script))  # a script: this interpreter's platform too
+    libc = subprocess.run(["sh", "-c", "ldd /bin/sh | awk '/libc.so/ {print $3}'"], capture_output=True,
+                          text=True).stdout.strip()
+    if libc:
+        launcher.check_library(libc, "/bin/sh")         # ET_DYN with a PT_INTERP, but no DF_1_PIE
+
+
+def test_a_library_the_loader_would_refuse_exits_125_before_the_program(elf_files, tmp_path):
+    # Without the check, ld.so printed its message, the program ran unprofiled, and coz exited 0.
+    env = dict(os.environ, COZ_LIBRARY=str(elf_files / "text.so"), PYTHONPATH=PYTHON_PATH)
+    r = subprocess.run([sys.executable, "-m", "cozprof", "run", "---", "sh", "-c", "echo ran"], env=env,
+                       cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 125 and r.stdout == ""
+    assert r.stderr.splitlines()[0] == f"coz: error: {elf_files / 'text.so'} is not an ELF shared library: " \
+                                       "the dynamic loader cannot preload it"
 
 
 def test_find_library_not_found(monkeypatch, tmp_path):
@@ -529,13 +621,14 @@ def test_program_failures_use_the_statuses_of_env(stub_library, odd_programs, co
 
 @pytest.mark.parametrize("args", [
     ["--bogus", "---", "true"], ["--fixed-speedup", "ten", "---", "true"], ["--", "true"], ["---"],
+    ["--fixed-speedup", "²", "---", "true"],
 ])
 def test_launcher_own_errors_exit_125_like_env(stub_library, tmp_path, args):
     assert subprocess.run(["env", "--bogus-option"], capture_output=True).returncode == 125
     p = coz(args, stub_library, tmp_path, stderr=subprocess.PIPE)
     _, err = p.communicate(timeout=30)
     assert p.returncode == 125, err.decode()
-    assert err.decode().startswith("coz: error: ")
+    assert err.decode().startswith("coz: error: ") and "Traceback" not in err.decode()
 
 
 def test_missing_runtime_library_exits_125(tmp_path):

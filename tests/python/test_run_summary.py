@@ -375,6 +375,34 @@ def test_no_profile_is_one_line_and_the_status_is_the_programs(tmp_path, stub_li
                "profiler started, or never loaded it)"]
 
 
+def test_a_pipe_or_a_device_is_not_said_to_hold_no_profile(tmp_path):
+    # Their size says nothing of what was written (-o /dev/stdout wrote the
+    # records to standard output), and they cannot be read back.
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in (str(fifo), os.devnull):
+        outputs = run_summary.Outputs(path, follow_children=False)
+        assert outputs.stream
+        assert run_summary.report(outputs, 1, exit_status=0) == [
+            f"coz: note: no summary: {path} is not a regular file, so what this run wrote there "
+            "cannot be read back"]
+        assert run_summary.report(outputs, 1, exit_status=run_summary.START_FAILED_STATUS) == []
+    assert not run_summary.Outputs(str(tmp_path / "p.coz"), follow_children=False).stream
+    assert not run_summary.is_stream(str(tmp_path))  # a directory: nothing written, as before
+
+
+def test_with_a_stream_output_the_runtime_prints_its_warnings(tmp_path, stub_library):
+    # The summary cannot read the warnings back from /dev/stdout: COZ_WARN_STDERR is left unset.
+    env = dict(os.environ, COZ_LIBRARY=stub_library, PYTHONPATH=PYTHON_PATH)
+    r = subprocess.run([sys.executable, "-m", "cozprof", "run", "-o", "/dev/stdout", "---", "sh", "-c",
+                        "echo ${COZ_WARN_STDERR-unset} $COZ_OUTPUT"], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "unset /dev/stdout\n"
+    assert r.stderr.splitlines() == ["coz: note: no summary: /dev/stdout is not a regular file, so what "
+                                     "this run wrote there cannot be read back"]
+
+
 def test_the_summary_comes_before_the_launcher_dies_by_the_programs_signal(tmp_path, stub_library):
     (tmp_path / "fake_runtime.py").write_text(FAKE)
     env = dict(os.environ, COZ_LIBRARY=stub_library, PYTHONPATH=PYTHON_PATH)
