@@ -147,6 +147,10 @@ def has_stacks(profile):
 def require_stacks(profile):
     """Raise the error the conventional views give for a profile without stacks."""
     if not has_stacks(profile):
+        if profile.runs and all(r.mode == "locks-only" for r in profile.runs):
+            raise CozError("the profile has no stacks: --locks-only runs take no samples",
+                           hint="run with --sampling-only (or without either) for the "
+                                "conventional profile; 'coz locks' reads this one")
         raise CozError("the profile has no stacks: it holds no conventional profile",
                        hint="stacks are written by this project's runtime since format 1 "
                             "(coz run); upstream COZ's profiles and older ones have only "

@@ -76,6 +76,14 @@ def run(args):
     for w in prof.warnings:
         print(f"coz: warning: {w}", file=sys.stderr)
     conv.require_stacks(prof)
+    present = {k for k, (n, _ns) in conv.kind_totals(prof).items() if n}
+    if not present & kinds:
+        # An empty file would be written and called written; FlameGraph refuses
+        # an empty folded file, speedscope says the profile is empty.
+        raise CozError(f"no samples of the kinds asked ({','.join(sorted(kinds))}) to export",
+                       hint=f"the profile holds {','.join(sorted(present)) or 'no samples'}: "
+                            "choose them with --kind (e.g. --kind all)" if present else
+                            "the run took no samples (a --locks-only run samples nothing)")
     if args.pprof:
         _write(args.pprof, pprof_bytes(prof, kinds), binary=True)
     if args.folded:

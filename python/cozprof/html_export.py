@@ -8,6 +8,7 @@ Policy forbids every network request, so the file opens anywhere offline.
 
 import os
 import re
+import sys
 import tempfile
 from pathlib import Path
 
@@ -133,6 +134,9 @@ def write(analysis, path, search_dirs=None, views=None):
     """
     locks, flame = views if views is not None else profile_views(analysis)
     page = render(analysis, snippets(analysis, search_dirs), locks, flame)
+    if os.fspath(path) == "-":  # standard output, as for the other commands' '-'
+        sys.stdout.write(page)
+        return path
     path = Path(path)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".coz-html-", dir=path.resolve().parent)

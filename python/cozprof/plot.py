@@ -20,7 +20,8 @@ def add_arguments(p):
                    help="plot this line, call site or function (repeatable; FILE:LINE matches "
                         "the end of the path, a function is named as the report names it)")
     p.add_argument("--html", metavar="FILE",
-                   help="write one self-contained HTML page with every causal plot")
+                   help="write one self-contained HTML page with every causal plot "
+                        "('-': standard output)")
 
 
 def _named(entry_name, wanted):
@@ -137,7 +138,8 @@ def run(args):
     if args.html:
         from . import html_export  # written by the viewer side; imported only when used
         html_export.write(result, args.html)
-        print(f"coz: wrote {args.html}", file=sys.stderr)
+        if args.html != "-":
+            print(f"coz: wrote {args.html}", file=sys.stderr)
     if args.output:
         lines = select_lines(result, args.line, args.lines)
         if not lines:

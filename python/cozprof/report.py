@@ -2,6 +2,8 @@
 
 import argparse
 import json
+import os
+import stat
 import sys
 
 from . import analysis
@@ -60,9 +62,14 @@ def analyze_args(args):
 
 
 def _looks_like_profile(path):
+    """True when writing to `path` would overwrite a profile: a .coz name, or a
+    regular file that begins like one. Only a regular file is read: reading a pipe
+    or a terminal named as the output (/dev/stdout, >(cmd)) would wait forever."""
     if path.endswith(".coz"):
         return True
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
         with open(path, "rb") as f:
             head = f.read(64)
     except OSError:
@@ -278,7 +285,8 @@ def add_conventional_arguments(p):
 def wants_conventional(args):
     """A view of the conventional profile is asked (or one of its options, which
     `_conventional_options` then refuses alone)."""
-    return any(getattr(args, name, None) for name in
+    # (`is not None`, not truth: `--list ''` lists every function.)
+    return any(getattr(args, name, None) not in (None, False) for name in
                ("top", "list_pattern", "stat", "by", "kind", "value", "sort"))
 
 
@@ -290,11 +298,12 @@ def _conventional_options(args):
         if getattr(args, name) is not None and not args.top:
             raise CozError(f"{flag} applies to --top",
                            hint=f"coz report --top {flag} {getattr(args, name)}")
-    if (args.kind is not None or args.value is not None) and not (args.top or args.list_pattern):
+    listing = args.list_pattern is not None
+    if (args.kind is not None or args.value is not None) and not (args.top or listing):
         flag = "--kind" if args.kind is not None else "--value"
         raise CozError(f"{flag} applies to --top and --list",
                        hint="add --top (functions by time) or --list REGEX (a function's source)")
-    if args.json is not None and (args.list_pattern or (args.top and args.stat)):
+    if args.json is not None and (listing or (args.top and args.stat)):
         raise CozError("--json writes one view: --top or --stat alone",
                        hint="coz report --top --json out.json, or coz report --stat --json -")
     kinds = conventional.parse_kinds(args.kind) if args.kind is not None else conventional.DEFAULT_KINDS
@@ -327,7 +336,7 @@ def run_conventional(args):
         if args.json is not None:
             return _write_json(args.json, {"runs": [s for s in map(stat.run_stat, prof.runs) if s]})
         parts.append(stat.format_stat(prof))
-    if args.top or args.list_pattern:
+    if args.top or args.list_pattern is not None:
         conventional.require_stacks(prof)
     if args.top:
         table = conventional.aggregate(prof, by=args.by or "function", kinds=kinds)
@@ -338,7 +347,7 @@ def run_conventional(args):
                 "total_ns": table.total_ns, "rows": [r.as_dict() for r in rows]})
         parts.append(views.format_top(prof, table, limit=args.lines, sort=args.sort or "flat",
                                       value=value))
-    if args.list_pattern:
+    if args.list_pattern is not None:
         causal = {}
         if prof.experiments:
             from . import analysis

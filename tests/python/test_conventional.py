@@ -333,6 +333,14 @@ def test_list_without_source_or_match(tmp_path, capsys):
     assert "no function matches 'zzz'" in capsys.readouterr().out
 
 
+def test_an_empty_list_pattern_lists_every_function(capsys):
+    # '' matches every name, as in pprof: it is a --list, not an absent one.
+    assert cli.main(["report", "--list", "", "--kind", "cpu", V1]) == 0
+    out = capsys.readouterr().out
+    assert "ROUTINE ======================== work in /src/app.c" in out
+    assert out.count("ROUTINE ====") >= 2
+
+
 def test_shown_lines_blocks():
     assert views._shown_lines([10], 100) == [7, 8, 9, 10, 11, 12, 13]
     assert views._shown_lines([2, 40], 41) == [1, 2, 3, 4, 5, None, 37, 38, 39, 40, 41]

@@ -222,6 +222,8 @@ def test_speedscope_validates_against_the_shipped_schema(tmp_path):
     (["export", V1, "--speedscope", "-"], "only --folded can write to standard output"),
     (["export", V1, "--folded", "-", "--folded-prefix", "cpu"], "unknown --folded-prefix 'cpu'"),
     (["export", os.path.join(FIXTURES, "throughput.coz"), "--folded", "-"], "has no stacks"),
+    # An export with nothing in it was written and called written (empty files).
+    (["export", V1, "--kind", "lock,sleep", "--folded", "-"], "no samples of the kinds asked (lock,sleep)"),
 ])
 def test_export_errors(capsys, argv, message):
     assert cli.main(argv) == 2

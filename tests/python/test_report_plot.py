@@ -162,9 +162,39 @@ def test_plot_html_needs_no_matplotlib(tmp_path):
     assert "/src/a.c:10" in out.read_text()
 
 
+def test_plot_html_to_standard_output(tmp_path):
+    # '-' is standard output, as for report --json and export --folded (it wrote a file named '-').
+    r = _without(["matplotlib"], ["plot", "--html", "-", fx("throughput.coz")])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.lstrip().lower().startswith("<!doctype html") and "/src/a.c:10" in r.stdout
+    assert "wrote" not in r.stderr
+
+
 def test_a_missing_third_party_module_names_the_install_command():
     r = _without(["numpy"], ["report", fx("throughput.coz")])
     assert r.returncode == 2 and "Traceback" not in r.stderr
     lines = r.stderr.splitlines()
     assert lines[0].startswith("coz: error: 'coz report' is not available")
     assert "-m pip install numpy" in lines[1]
+
+
+@pytest.mark.parametrize("argv, profile", [(["report", "--json"], "throughput.coz"),
+                                           (["export", "--folded"], "units.coz")])
+def test_an_output_that_is_a_pipe_is_written_not_read(tmp_path, argv, profile):
+    # Whether the output is a profile is asked of regular files only: reading a
+    # FIFO (or /dev/stdout on a pipe) to find out waited forever.
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    with open(tmp_path / "got", "w") as got:
+        reader = subprocess.Popen(["cat", str(fifo)], stdout=got)
+        p = subprocess.Popen([sys.executable, "-m", "cozprof", *argv, str(fifo), fx(profile)],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _, err = p.communicate(timeout=60)
+            assert p.returncode == 0, err
+            assert reader.wait(timeout=10) == 0
+        finally:
+            p.kill()
+            reader.kill()
+    assert (tmp_path / "got").read_text().strip()
