@@ -29,9 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 #include <alloca.h>
-#include <limits.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "real.h"
 #include "fds.h"
@@ -946,41 +943,13 @@ COZ_EXPORT void _Exit(int status) noexcept {
   __builtin_unreachable();
 }
 
-// ---- exec: the final records first ----
+// ---- exec: the final records first (when it can succeed) ----
 // glibc's execl*, execvp and posix_spawn call its internal execve, which no
-// preload reaches: each entry point is interposed. The records are written
-// only when the exec can succeed (the file is there and executable; a shell
-// trying the entries of PATH with execve in turn goes on being profiled).
+// preload reaches: each entry point is interposed.
 
 namespace {
-bool executable(const char* path) { return path && access(path, X_OK) == 0; }
-
-// As execvp looks for `file`: as given when it names a folder, else in PATH.
-// No allocation: execvp runs in vfork children too.
-bool found_in_path(const char* file) {
-  if (!file || !*file) return false;
-  if (strchr(file, '/')) return executable(file);
-  const char* path = getenv("PATH");
-  if (!path) path = "/bin:/usr/bin";
-  size_t flen = strlen(file);
-  char full[PATH_MAX];
-  for (const char* p = path;;) {
-    const char* end = strchr(p, ':');
-    size_t dlen = end ? static_cast<size_t>(end - p) : strlen(p);
-    const char* dir = dlen ? p : ".";
-    size_t use = dlen ? dlen : 1;
-    if (use + 1 + flen < sizeof full) {
-      memcpy(full, dir, use);
-      full[use] = '/';
-      memcpy(full + use + 1, file, flen + 1);
-      if (executable(full)) return true;
-    }
-    if (!end) return false;
-    p = end + 1;
-  }
-}
-
-// How many arguments execl and friends were given, up to their null.
+// How many arguments execl and friends were given, up to their null (arg,
+// their first, is never null: glibc declares it nonnull).
 size_t arg_count(va_list ap) {
   va_list copy;
   va_copy(copy, ap);
@@ -989,55 +958,60 @@ size_t arg_count(va_list ap) {
   va_end(copy);
   return n;
 }
+
+// argv[0] = first, then the list's arguments and its null; `ap` is left
+// after the null (execle's environment follows).
+void take_args(char** argv, const char* first, va_list* ap) {
+  argv[0] = const_cast<char*>(first);
+  for (size_t i = 1; (argv[i] = va_arg(*ap, char*)) != nullptr; i++) {
+  }
+}
 }  // namespace
 
 COZ_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) noexcept {
-  if (executable(path)) coz::on_exec();
+  coz::on_exec(path, false);
   return real_execve()(path, argv, envp);
 }
 COZ_EXPORT int execv(const char* path, char* const argv[]) noexcept {
-  if (executable(path)) coz::on_exec();
+  coz::on_exec(path, false);
   return real_execv()(path, argv);
 }
 COZ_EXPORT int execvp(const char* file, char* const argv[]) noexcept {
-  if (found_in_path(file)) coz::on_exec();
+  coz::on_exec(file, true);
   return real_execvp()(file, argv);
 }
 COZ_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) noexcept {
-  if (found_in_path(file)) coz::on_exec();
+  coz::on_exec(file, true);
   return real_execvpe()(file, argv, envp);
 }
 COZ_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) noexcept {
-  if (fcntl(fd, F_GETFD) != -1) coz::on_exec();
+  coz::on_exec_fd(fd);
   return real_fexecve()(fd, argv, envp);
 }
+// The arguments of execl and friends up to their null, as an argv on the
+// stack of the wrapper (no malloc: these run in vfork children too).
+#define COZ_EXECL_ARGV(argv, arg, ap)                                                 \
+  char** argv = static_cast<char**>(alloca((arg_count(ap) + 1) * sizeof(char*)));   \
+  take_args(argv, arg, &ap)
+
 COZ_EXPORT int execl(const char* path, const char* arg, ...) noexcept {
   va_list ap;
   va_start(ap, arg);
-  size_t n = arg_count(ap);  // (arg is never null: glibc declares it nonnull)
-  char** argv = static_cast<char**>(alloca((n + 1) * sizeof(char*)));  // (no malloc: vfork children)
-  argv[0] = const_cast<char*>(arg);
-  for (size_t i = 1; i <= n; i++) argv[i] = va_arg(ap, char*);
+  COZ_EXECL_ARGV(argv, arg, ap);
   va_end(ap);
   return execv(path, argv);
 }
 COZ_EXPORT int execlp(const char* file, const char* arg, ...) noexcept {
   va_list ap;
   va_start(ap, arg);
-  size_t n = arg_count(ap);  // (arg is never null: glibc declares it nonnull)
-  char** argv = static_cast<char**>(alloca((n + 1) * sizeof(char*)));
-  argv[0] = const_cast<char*>(arg);
-  for (size_t i = 1; i <= n; i++) argv[i] = va_arg(ap, char*);
+  COZ_EXECL_ARGV(argv, arg, ap);
   va_end(ap);
   return execvp(file, argv);
 }
 COZ_EXPORT int execle(const char* path, const char* arg, ...) noexcept {
   va_list ap;
   va_start(ap, arg);
-  size_t n = arg_count(ap);  // (arg is never null: glibc declares it nonnull)
-  char** argv = static_cast<char**>(alloca((n + 1) * sizeof(char*)));
-  argv[0] = const_cast<char*>(arg);
-  for (size_t i = 1; i <= n; i++) argv[i] = va_arg(ap, char*);
+  COZ_EXECL_ARGV(argv, arg, ap);
   char* const* envp = va_arg(ap, char* const*);
   va_end(ap);
   return execve(path, argv, envp);

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <elf.h>
+#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <sys/prctl.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -858,9 +860,48 @@ void on_fast_exit() {
   finish("exit");
 }
 
-void on_exec() {
+namespace {
+bool executable(const char* path) { return path && access(path, X_OK) == 0; }
+
+// As execvp looks for `file`: as given when it names a folder, else in PATH.
+// No allocation: execvp runs in vfork children too.
+bool found_in_path(const char* file) {
+  if (!file || !*file) return false;
+  if (strchr(file, '/')) return executable(file);
+  const char* path = getenv("PATH");
+  if (!path) path = "/bin:/usr/bin";
+  size_t flen = strlen(file);
+  char full[PATH_MAX];
+  for (const char* p = path;;) {
+    const char* end = strchr(p, ':');
+    size_t dlen = end ? static_cast<size_t>(end - p) : strlen(p);
+    const char* dir = dlen ? p : ".";
+    size_t use = dlen ? dlen : 1;
+    if (use + 1 + flen < sizeof full) {
+      memcpy(full, dir, use);
+      full[use] = '/';
+      memcpy(full + use + 1, file, flen + 1);
+      if (executable(full)) return true;
+    }
+    if (!end) return false;
+    p = end + 1;
+  }
+}
+
+void exec_ends_the_run() {
   if (g_state.load() != kActive || raw_getpid() != g_pid) return;  // e.g. a vfork child: its parent's profile goes on
   finish("exec");
+}
+}  // namespace
+
+void on_exec(const char* file, bool search_path) {
+  // Only when the exec can succeed: a program (a shell) trying candidates in
+  // turn stays profiled until one runs.
+  if (search_path ? found_in_path(file) : executable(file)) exec_ends_the_run();
+}
+
+void on_exec_fd(int fd) {
+  if (fcntl(fd, F_GETFD) != -1) exec_ends_the_run();
 }
 
 bool signal_is_virtualized(int sig) {

@@ -95,10 +95,13 @@ void discard_thread_start(ThreadStart* start);               // pthread_create f
 // _exit/_Exit in the profiled process: write the final records first.
 void on_fast_exit();
 
-// execve and the like in the profiled process, about to succeed: the new
-// image keeps nothing of this one, so the final records are written first
-// (the run ends with reason "exec"; the new image's runtime starts a new run).
-void on_exec();
+// execve and the like in the profiled process: when the exec can succeed
+// (`file` is executable, looked for in PATH with `search_path` as execvp
+// does; `fd` is open for fexecve), the final records are written first: the
+// new image keeps nothing of this one (the run ends with reason "exec"; the
+// new image's runtime starts a new run).
+void on_exec(const char* file, bool search_path);
+void on_exec_fd(int fd);
 
 // Signals: the runtime owns the sample signal and, while the program leaves
 // them at their default action, SIGINT/SIGTERM/SIGHUP (to write the final
