@@ -79,8 +79,10 @@ def analyze(profile, phase_correction=True, progress_point=None, min_points=DEFA
     if getattr(profile, "build_note", None):
         warnings.insert(0, profile.build_note)
     if partial["negative"]:
-        warnings.append(f"{partial['negative']} experiments without a positive effective "
-                        "duration were left out (the delay inserted exceeded the wall time)")
+        n = partial["negative"]
+        warnings.append(f"{n} experiment{'s' if n != 1 else ''} without a positive effective "
+                        f"duration {'were' if n != 1 else 'was'} left out (the delay inserted "
+                        "exceeded the wall time)")
     if stats["lost_records"]:
         warnings.append(f"the kernel lost {stats['lost_records']} sample records; "
                         "results may be less precise (try a longer --sample-period)")

@@ -28,6 +28,7 @@ import itertools
 import json
 import os
 import re
+import stat
 
 from .errors import CozError
 
@@ -347,6 +348,11 @@ def _distinct_files(paths):
 
 def _load_file(profile, path, unknown, skip_prefixes=()):
     try:
+        if stat.S_ISCHR(os.stat(path).st_mode):
+            # /dev/zero or /dev/urandom would be read without end (a pipe,
+            # /dev/stdin from a file or a command, is read as a profile).
+            raise CozError(f"{path} is a device, not a profile",
+                           hint="name the profile file, or pipe it: coz report /dev/stdin < profile.coz")
         with open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:

@@ -177,7 +177,8 @@ def format_report(result, limit=None, already_printed=()):
         out.extend(fmt(r) for r in rows)
         hidden = len(tops) - (limit if limit is not None and len(tops) > limit else len(tops))
         if hidden:
-            out.append(f"({hidden} more {'rows' if with_units else 'lines'}; use -n to show more)")
+            noun = ("row" if with_units else "line") + ("s" if hidden != 1 else "")
+            out.append(f"({hidden} more {noun}; use -n to show more)")
     omitted = result["omitted"]
     if omitted:
         reasons = {}

@@ -414,3 +414,9 @@ def test_a_file_named_twice_is_read_once(tmp_path):
     other = profile.load([fx("throughput.coz"), str(link)])
     assert len(other.experiments) == len(once.experiments)
     assert other.warnings[0].startswith(f"{link} is {fx('throughput.coz')}")
+
+
+def test_a_device_is_refused_not_read_without_end():
+    # /dev/zero was read until memory ran out (7 GB within seconds).
+    with pytest.raises(CozError, match=r"/dev/zero is a device, not a profile"):
+        profile.load("/dev/zero")

@@ -46,7 +46,7 @@ def test_report_json_stdout_and_file(capsys, tmp_path):
 def test_report_lines_limit_and_diagnosis(capsys):
     assert cli.main(["report", "-n", "1", "--min-points", "2", fx("throughput.coz")]) == 0
     out = capsys.readouterr().out
-    assert "(1 more lines; use -n to show more)" in out
+    assert "(1 more line; use -n to show more)" in out
     assert cli.main(["report", fx("no_progress.coz")]) == 0
     assert "nothing to report: No progress point was reached" in capsys.readouterr().out
 

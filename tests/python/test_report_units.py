@@ -37,7 +37,7 @@ def test_minus_n_limits_top_level_rows_with_their_nested_ones(capsys):
     header = next(ln for ln in lines if ln.startswith("#"))
     body = lines[lines.index(header) + 1:]
     assert body[4].split()[1] == "line" and "/src/u.c:6" in body[4]
-    assert body[5] == "(1 more rows; use -n to show more)"
+    assert body[5] == "(1 more row; use -n to show more)"
 
 
 def test_off_cpu_line_and_thread_groups(capsys):
