@@ -211,6 +211,29 @@ COZ_REAL_FN(execvpe, nullptr)
 COZ_REAL_FN(fexecve, nullptr)
 COZ_REAL_FN(dl_iterate_phdr, nullptr)
 
+namespace {
+// Runs a sleep with the sample signal blocked. A sample's signal pending as
+// the sleep begins (its period ended on the way in) ended nanosleep, usleep,
+// sleep, a select or poll of no descriptor and sem_timedwait at once with
+// EINTR or time left (after a handler they are not restarted, SA_RESTART or
+// not): a program sleeping 100 ms slept none. The sample is taken as the
+// call returns. Waits on descriptors (select, poll and epoll with some) are
+// left as they are: any signal may end them, and their callers retry.
+template <typename F>
+auto unsampled(F call) -> decltype(call()) {
+  if (!coz::sampler_signals_threads()) return call();
+  sigset_t ss, old;
+  sigemptyset(&ss);
+  sigaddset(&ss, coz::sample_signal());
+  real_pthread_sigmask()(SIG_BLOCK, &ss, &old);
+  auto rc = call();
+  int saved = errno;
+  real_pthread_sigmask()(SIG_SETMASK, &old, nullptr);
+  errno = saved;
+  return rc;
+}
+}  // namespace
+
 // ---- threads ----
 
 // wake: the new thread starts level with its creator.
@@ -380,29 +403,6 @@ COZ_EXPORT int pthread_rwlock_init(pthread_rwlock_t* l, const pthread_rwlockattr
 
 // ---- POSIX semaphores ----
 
-namespace {
-// Runs a sleep with the sample signal blocked. A sample's signal pending as
-// the sleep begins (its period ended on the way in) ended nanosleep, usleep,
-// sleep, a select or poll of no descriptor and sem_timedwait at once with
-// EINTR or time left (after a handler they are not restarted, SA_RESTART or
-// not): a program sleeping 100 ms slept none. The sample is taken as the
-// call returns. Waits on descriptors (select, poll and epoll with some) are
-// left as they are: any signal may end them, and their callers retry.
-template <typename F>
-auto unsampled(F call) -> decltype(call()) {
-  if (!coz::sampler_signals_threads()) return call();
-  sigset_t ss, old;
-  sigemptyset(&ss);
-  sigaddset(&ss, coz::sample_signal());
-  real_pthread_sigmask()(SIG_BLOCK, &ss, &old);
-  auto rc = call();
-  int saved = errno;
-  real_pthread_sigmask()(SIG_SETMASK, &old, nullptr);
-  errno = saved;
-  return rc;
-}
-}  // namespace
-
 // block (when none is left): released by sem_post.
 #define COZ_SEM(call, wait_kind)                                                                          \
   coz::acquire(LockKind::kSemaphore, s, RA, wait_kind, [&] { return real_sem_trywait()(s); }, [&] { return call; }, \
@@ -486,7 +486,6 @@ COZ_EXPORT int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) noex
 }
 
 // ---- sleeps: self ----
-
 
 COZ_EXPORT int nanosleep(const struct timespec* req, struct timespec* rem) {
   return COZ_SLEEP(unsampled([&] { return real_nanosleep()(req, rem); }));
@@ -652,8 +651,7 @@ COZ_EXPORT int close(int fd) {
 // sandboxes) keeps the runtime's: its profile, its perf events.
 COZ_EXPORT int close_range(unsigned first, unsigned last, int flags) noexcept {
   int rc = coz::close_range_sparing_runtime(first, last, flags);
-  if (rc == 0 && !(flags & CLOSE_RANGE_CLOEXEC))
-    for (unsigned fd = first; fd <= last && fd < 65536; fd++) coz::fds_closed(static_cast<int>(fd));
+  if (rc == 0 && !(flags & CLOSE_RANGE_CLOEXEC)) coz::fds_closed_range(first, last);
   return rc;
 }
 COZ_EXPORT void closefrom(int lowfd) noexcept {
@@ -947,27 +945,6 @@ COZ_EXPORT void _Exit(int status) noexcept {
 // glibc's execl*, execvp and posix_spawn call its internal execve, which no
 // preload reaches: each entry point is interposed.
 
-namespace {
-// How many arguments execl and friends were given, up to their null (arg,
-// their first, is never null: glibc declares it nonnull).
-size_t arg_count(va_list ap) {
-  va_list copy;
-  va_copy(copy, ap);
-  size_t n = 1;
-  while (va_arg(copy, char*)) n++;
-  va_end(copy);
-  return n;
-}
-
-// argv[0] = first, then the list's arguments and its null; `ap` is left
-// after the null (execle's environment follows).
-void take_args(char** argv, const char* first, va_list* ap) {
-  argv[0] = const_cast<char*>(first);
-  for (size_t i = 1; (argv[i] = va_arg(*ap, char*)) != nullptr; i++) {
-  }
-}
-}  // namespace
-
 COZ_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) noexcept {
   coz::on_exec(path, false);
   return real_execve()(path, argv, envp);
@@ -988,31 +965,57 @@ COZ_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) noexcept 
   coz::on_exec_fd(fd);
   return real_fexecve()(fd, argv, envp);
 }
-// The arguments of execl and friends up to their null, as an argv on the
-// stack of the wrapper (no malloc: these run in vfork children too).
-#define COZ_EXECL_ARGV(argv, arg, ap)                                                 \
-  char** argv = static_cast<char**>(alloca((arg_count(ap) + 1) * sizeof(char*)));   \
-  take_args(argv, arg, &ap)
+
+namespace {
+// How many arguments execl and friends were given, up to their null (arg,
+// their first, is never null: glibc declares it nonnull).
+size_t arg_count(va_list ap) {
+  va_list copy;
+  va_copy(copy, ap);
+  size_t n = 1;
+  while (va_arg(copy, char*)) n++;
+  va_end(copy);
+  return n;
+}
+
+// argv[0] = first, then the list's arguments and its null; `ap` is left
+// after the null (execle's environment follows).
+void take_args(char** argv, const char* first, va_list* ap) {
+  argv[0] = const_cast<char*>(first);
+  for (size_t i = 1; (argv[i] = va_arg(*ap, char*)) != nullptr; i++) {
+  }
+}
+
+// The execl family: the arguments up to their null as an argv on this
+// frame's stack (no malloc: these run in vfork children too), then the v
+// form; execle's environment follows the null.
+enum class ExecForm { kPath, kSearch, kEnv };
+int exec_listed(ExecForm form, const char* file, const char* arg, va_list* ap) {
+  char** argv = static_cast<char**>(alloca((arg_count(*ap) + 1) * sizeof(char*)));
+  take_args(argv, arg, ap);
+  if (form == ExecForm::kEnv) return execve(file, argv, va_arg(*ap, char* const*));
+  return form == ExecForm::kSearch ? execvp(file, argv) : execv(file, argv);
+}
+}  // namespace
 
 COZ_EXPORT int execl(const char* path, const char* arg, ...) noexcept {
   va_list ap;
   va_start(ap, arg);
-  COZ_EXECL_ARGV(argv, arg, ap);
+  int rc = exec_listed(ExecForm::kPath, path, arg, &ap);
   va_end(ap);
-  return execv(path, argv);
+  return rc;
 }
 COZ_EXPORT int execlp(const char* file, const char* arg, ...) noexcept {
   va_list ap;
   va_start(ap, arg);
-  COZ_EXECL_ARGV(argv, arg, ap);
+  int rc = exec_listed(ExecForm::kSearch, file, arg, &ap);
   va_end(ap);
-  return execvp(file, argv);
+  return rc;
 }
 COZ_EXPORT int execle(const char* path, const char* arg, ...) noexcept {
   va_list ap;
   va_start(ap, arg);
-  COZ_EXECL_ARGV(argv, arg, ap);
-  char* const* envp = va_arg(ap, char* const*);
+  int rc = exec_listed(ExecForm::kEnv, path, arg, &ap);
   va_end(ap);
-  return execve(path, argv, envp);
+  return rc;
 }

@@ -297,21 +297,6 @@ void on_terminate_signal(int sig, siginfo_t*, void*) {
   errno = saved;
 }
 
-// runs in signal context: a SIGINT/SIGTERM/SIGHUP handler the program
-// installed with SA_RESETHAND. The kernel would set the default action back
-// as the handler starts: the runtime does so in its books (sigaction reads
-// SIG_DFL back) and catches the signal again for the final records, then
-// runs the handler.
-void install_handler(int sig, void (*fn)(int, siginfo_t*, void*));
-void on_resethand_terminate_signal(int sig, siginfo_t* si, void* uc) {
-  struct sigaction h = g_program_action[sig];
-  memset(&g_program_action[sig], 0, sizeof g_program_action[sig]);
-  g_program_action[sig].sa_handler = SIG_DFL;
-  install_handler(sig, on_terminate_signal);
-  if (h.sa_flags & SA_SIGINFO) h.sa_sigaction(sig, si, uc);
-  else if (h.sa_handler != SIG_DFL && h.sa_handler != SIG_IGN) h.sa_handler(sig);
-}
-
 // runs in signal context: the sample signal. Ours when it comes from our
 // perf descriptor or timer; anything else the program sent goes to the
 // program's own handler for it.
@@ -362,6 +347,20 @@ void install_handler(int sig, void (*fn)(int, siginfo_t*, void*)) {
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
   real_sigaction()(sig, &sa, nullptr);
+}
+
+// runs in signal context: a SIGINT/SIGTERM/SIGHUP handler the program
+// installed with SA_RESETHAND. The kernel would set the default action back
+// as the handler starts: the runtime does so in its books (sigaction reads
+// SIG_DFL back) and catches the signal again for the final records, then
+// runs the handler.
+void on_resethand_terminate_signal(int sig, siginfo_t* si, void* uc) {
+  struct sigaction h = g_program_action[sig];
+  memset(&g_program_action[sig], 0, sizeof g_program_action[sig]);
+  g_program_action[sig].sa_handler = SIG_DFL;
+  install_handler(sig, on_terminate_signal);
+  if (h.sa_flags & SA_SIGINFO) h.sa_sigaction(sig, si, uc);
+  else if (h.sa_handler != SIG_DFL && h.sa_handler != SIG_IGN) h.sa_handler(sig);
 }
 
 void install_signals() {
@@ -855,10 +854,16 @@ int c11_thread_trampoline(void* arg) {
   return fn(fn_arg);
 }
 
-void on_fast_exit() {
-  if (g_state.load() != kActive || raw_getpid() != g_pid) return;  // e.g. a vfork child
-  finish("exit");
+namespace {
+// The final records, when this is the profiled process (not a vfork child,
+// which shares its memory: the parent's profile goes on).
+void finish_in_profiled_process(const char* reason) {
+  if (g_state.load() != kActive || raw_getpid() != g_pid) return;
+  finish(reason);
 }
+}  // namespace
+
+void on_fast_exit() { finish_in_profiled_process("exit"); }
 
 namespace {
 bool executable(const char* path) { return path && access(path, X_OK) == 0; }
@@ -887,21 +892,16 @@ bool found_in_path(const char* file) {
     p = end + 1;
   }
 }
-
-void exec_ends_the_run() {
-  if (g_state.load() != kActive || raw_getpid() != g_pid) return;  // e.g. a vfork child: its parent's profile goes on
-  finish("exec");
-}
 }  // namespace
 
 void on_exec(const char* file, bool search_path) {
   // Only when the exec can succeed: a program (a shell) trying candidates in
   // turn stays profiled until one runs.
-  if (search_path ? found_in_path(file) : executable(file)) exec_ends_the_run();
+  if (search_path ? found_in_path(file) : executable(file)) finish_in_profiled_process("exec");
 }
 
 void on_exec_fd(int fd) {
-  if (fcntl(fd, F_GETFD) != -1) exec_ends_the_run();
+  if (fcntl(fd, F_GETFD) != -1) finish_in_profiled_process("exec");
 }
 
 bool signal_is_virtualized(int sig) {

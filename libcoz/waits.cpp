@@ -258,6 +258,10 @@ void fds_closed(int fd) {
   }
 }
 
+void fds_closed_range(unsigned first, unsigned last) {
+  for (unsigned fd = first; fd <= last && fd < static_cast<unsigned>(kTrackedFds); fd++) fds_closed(static_cast<int>(fd));
+}
+
 void fds_copied(int from, int to) {
   if (!tracked(to)) return;
   fds_closed(to);  // dup2/dup3 close the target first

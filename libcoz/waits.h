@@ -60,6 +60,7 @@ uintptr_t runtime_unwinding_frame();
 void fds_pipe_created(const int fds[2]);
 void fds_eventfd_created(int fd);
 void fds_closed(int fd);
+void fds_closed_range(unsigned first, unsigned last);  // close_range, closefrom
 void fds_copied(int from, int to);
 void fds_epoll_ctl(int epfd, int op, int fd, const struct epoll_event* ev);
 
