@@ -425,7 +425,8 @@ def resolve_program(name, env=None):
 
 
 def check_preloadable(path):
-    """Raise CozError when LD_PRELOAD cannot reach the program at `path`."""
+    """Raise CozError when LD_PRELOAD cannot reach the program at `path`.
+    Returns the first 64 bytes it read of it (check_library compares them)."""
     st = os.stat(path)
     if st.st_mode & (stat.S_ISUID | stat.S_ISGID):
         raise CozError(f"{path} is setuid or setgid: preloading cannot work with it",
@@ -436,11 +437,11 @@ def check_preloadable(path):
         with open(path, "rb") as f:
             head = f.read(64)
             if head[:2] == b"#!":
-                return  # a script: its interpreter is what gets preloaded
+                return head  # a script: its interpreter is what gets preloaded
             if head[:4] != b"\x7fELF":
-                return  # let the kernel decide (binfmt_misc and the like)
+                return head  # let the kernel decide (binfmt_misc and the like)
             if _elf_has_interp(f, head):
-                return
+                return head
     except OSError as e:
         raise CozError(f"cannot read {path}: {e.strerror}",
                        hint="the launcher reads the program's ELF header; check its permissions",
@@ -450,7 +451,7 @@ def check_preloadable(path):
                         "(drop -static)", status=EXIT_CANNOT_EXECUTE)
 
 
-def check_library(path, program=None):
+def check_library(path, program=None, program_head=None):
     """Raise CozError when the dynamic loader would refuse to preload the library
     at `path`: ld.so then prints its own message, ignores it, and the program runs
     unprofiled with its own status, as if all were well. Its rules: an ELF
@@ -458,7 +459,8 @@ def check_library(path, program=None):
     (this interpreter's when `program` is a script or None), not a
     position-independent executable (ET_DYN too: its dynamic section's
     DF_1_PIE tells). The header, the program headers and the dynamic section
-    are read: a few hundred bytes, about 50 us."""
+    are read: a few hundred bytes, about 50 us. `program_head`: the program's
+    first bytes when already read (check_preloadable returns them)."""
     hint = ("point COZ_LIBRARY at a libcoz.so built for this machine "
             "(cmake --build build makes build/libcoz/libcoz.so), or unset it")
     try:
@@ -475,7 +477,9 @@ def check_library(path, program=None):
         what = "an executable" if pie else _ELF_TYPES.get(ident[2], f"an ELF file of type {ident[2]}")
         raise CozError(f"{path} is {what}, not a shared library: the dynamic loader cannot preload it",
                        hint=hint)
-    reference, other = _elf_ident(_elf_head(program)) if program else None, program
+    if program and program_head is None:
+        program_head = _elf_head(program)
+    reference, other = _elf_ident(program_head) if program else None, program
     if reference is None:
         reference, other = _elf_ident(_elf_head(sys.executable)), "this machine"
     if reference is not None and _elf_platform(ident) != _elf_platform(reference):
@@ -575,8 +579,7 @@ def _elf_is_pie(f, head):
 def run(args):
     library = find_library()
     program = resolve_program(args.command[0])
-    check_preloadable(program)
-    check_library(library, program)
+    check_library(library, program, check_preloadable(program))
     env = build_env(args, library)
     outputs = run_summary.Outputs(env["COZ_OUTPUT"], args.follow_children)
     if outputs.stream:
