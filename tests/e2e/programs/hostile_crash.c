@@ -75,13 +75,11 @@ int main(int argc, char** argv) {
     sigaction(SIGTERM, NULL, &now);
     dfl = term_seen && now.sa_handler == SIG_DFL;
   }
-  /* write(2), not stdio: the SIGTERM handler's exit() flushes stdio */
+  /* write(2), not stdio: the SIGTERM handler's exit() flushes stdio. One
+   * write: a SIGTERM sent on "ready" must not fall between two. */
   char line[64];
-  int n = snprintf(line, sizeof line, "ready %d\n", (int)getpid());
+  int n = dfl >= 0 ? snprintf(line, sizeof line, "ready %d\ndfl=%d\n", (int)getpid(), dfl)
+                   : snprintf(line, sizeof line, "ready %d\n", (int)getpid());
   if (write(1, line, (size_t)n) != n) return 1;
-  if (dfl >= 0) {
-    n = snprintf(line, sizeof line, "dfl=%d\n", dfl);
-    if (write(1, line, (size_t)n) != n) return 1;
-  }
   for (;;) spin_for_ms(1000);
 }
