@@ -4,12 +4,14 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <link.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "debuginfo.h"
 #include "loaded_objects.h"
@@ -50,6 +52,46 @@ std::string symbol_name(const char* name) {
   return demangle(at ? std::string(name, at).c_str() : name);
 }
 
+bool is_vdso(const std::string& path) {
+  return path.find("linux-vdso") != std::string::npos || path.find("linux-gate") != std::string::npos;
+}
+
+// The vDSO has no file: the kernel maps its whole ELF image, section headers
+// and symbol table included, at AT_SYSINFO_EHDR. Read from a copy (libelf
+// may write into an image it is given), made once: the image never changes
+// while the process lives, and libdwfl's Elf points into it until dwfl_end.
+const std::vector<char>& vdso_image() {
+  static const std::vector<char> image = [] {
+    std::vector<char> bytes;
+    const auto* base = reinterpret_cast<const char*>(getauxval(AT_SYSINFO_EHDR));
+    if (!base || memcmp(base, ELFMAG, SELFMAG) != 0) return bytes;
+    const auto* eh = reinterpret_cast<const ElfW(Ehdr)*>(base);
+    if (eh->e_ident[EI_CLASS] != (sizeof(void*) == 8 ? ELFCLASS64 : ELFCLASS32) || eh->e_phentsize != sizeof(ElfW(Phdr))) return bytes;
+    size_t size = eh->e_shoff + static_cast<size_t>(eh->e_shnum) * eh->e_shentsize;
+    const auto* ph = reinterpret_cast<const ElfW(Phdr)*>(base + eh->e_phoff);
+    for (int i = 0; i < eh->e_phnum; i++)
+      if (ph[i].p_type == PT_LOAD) size = std::max<size_t>(size, ph[i].p_offset + ph[i].p_filesz);
+    if (size > (1u << 20)) return bytes;  // not the few pages a vDSO is
+    bytes.assign(base, base + size);
+    return bytes;
+  }();
+  return image;
+}
+
+int find_vdso_elf(Dwfl_Module*, void**, const char*, Dwarf_Addr, char** file_name, Elf** elfp) {
+  *file_name = nullptr;
+  const std::vector<char>& image = vdso_image();
+  *elfp = image.empty() ? nullptr : elf_memory(const_cast<char*>(image.data()), image.size());
+  return -1;
+}
+
+// No separate debug file either (libdwfl calls this for a fuller symbol table).
+int no_debuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*, GElf_Word, char**) {
+  return -1;
+}
+
+const Dwfl_Callbacks kVdsoCallbacks = {find_vdso_elf, no_debuginfo, nullptr, nullptr};
+
 }  // namespace
 
 struct Symbolizer::Impl {
@@ -89,7 +131,17 @@ struct Symbolizer::Impl {
   void open(Object* o) {
     if (o->opened) return;
     o->opened = true;
-    if (o->path.empty() || o->path.find("linux-vdso") != std::string::npos) return;
+    if (o->path.empty()) return;
+    if (is_vdso(o->path)) {
+      // Its symbol table alone (it has no DWARF), over its own addresses.
+      o->symbols_only = true;
+      if (o->segments.empty() || !(o->dwfl = dwfl_begin(&kVdsoCallbacks))) return;
+      uintptr_t lo = UINTPTR_MAX, hi = 0;
+      for (const Segment& s : o->segments) lo = std::min(lo, s.start), hi = std::max(hi, s.end);
+      o->module = dwfl_report_module(o->dwfl, o->path.c_str(), lo - o->bias, hi - o->bias);
+      dwfl_report_end(o->dwfl, nullptr, nullptr);
+      return;
+    }
     o->symbols_only = in_scope && !in_scope(o->path, o->is_main);
     o->dwfl = dwfl_begin(&callbacks);
     if (!o->dwfl) return;

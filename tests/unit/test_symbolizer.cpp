@@ -89,6 +89,24 @@ TEST(Symbolizer, LibraryWithoutDebugInformationGivesTheSymbol) {
   EXPECT_EQ(r.frames[0].line, 0u);
 }
 
+TEST(Symbolizer, TheVdsoIsNamedFromItsImageInMemory) {
+  // The vDSO has no file; its clock_gettime is where programs that time
+  // themselves spend their time (perf names it too).
+  void* h = dlopen("linux-vdso.so.1", RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(h, nullptr) << dlerror();
+  void* fn = dlsym(h, "__vdso_clock_gettime");
+  ASSERT_NE(fn, nullptr) << dlerror();
+  coz::Symbolizer s([](const std::string&, bool) { return true; });
+  for (uintptr_t pc : {reinterpret_cast<uintptr_t>(fn), reinterpret_cast<uintptr_t>(fn) + 5}) {
+    coz::Symbolized r = s.symbolize(pc);
+    EXPECT_NE(r.object.find("linux-vdso"), std::string::npos) << r.object;
+    ASSERT_EQ(r.frames.size(), 1u);
+    EXPECT_EQ(r.frames[0].function, "__vdso_clock_gettime");
+    EXPECT_EQ(r.frames[0].file, "");
+    EXPECT_EQ(r.symbol_start, reinterpret_cast<uintptr_t>(fn));  // one location for the function
+  }
+}
+
 TEST(Symbolizer, OutsideTheBinaryScopeGivesTheSymbolOnly) {
   // The library with inlined code, read from its DWARF when in scope; out
   // of it, the same addresses give the function of the symbol table alone.
