@@ -736,6 +736,12 @@ void Profiler::write_counters() {
     c.minor_faults = static_cast<uint64_t>(ru.ru_minflt);
     c.major_faults = static_cast<uint64_t>(ru.ru_majflt);
   }
+  // Work done in child processes is not in this profile: said, so that
+  // `coz run --- sh -c ./app` is not taken for an idle program.
+  if (getrusage(RUSAGE_CHILDREN, &ru) == 0)
+    c.children_cpu_ns = static_cast<uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ull +
+                        static_cast<uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
+  c.children_profiled = config_.follow_children;
   // Migrations: with the CPU rings, the moves they showed (reading each
   // thread's /proc/self/task/N/sched at its end cost it about 30 us, a third
   // of sampling-only's whole cost per thread start and end); else the ended

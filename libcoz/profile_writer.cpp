@@ -353,7 +353,9 @@ std::string ProfileWriter::format_counters(const CountersRecord& r) const {
          ",\"context_switches\":{\"voluntary\":" + std::to_string(r.voluntary_switches) +
          ",\"involuntary\":" + std::to_string(r.involuntary_switches) + "},\"page_faults\":{\"minor\":" +
          std::to_string(r.minor_faults) + ",\"major\":" + std::to_string(r.major_faults) + "},\"migrations\":" +
-         (r.migrations < 0 ? std::string("null") : std::to_string(r.migrations)) + ",\"hardware\":" + hw +
+         (r.migrations < 0 ? std::string("null") : std::to_string(r.migrations)) + ",\"children\":{\"cpu_ns\":" +
+         std::to_string(r.children_cpu_ns) + ",\"profiled\":" + (r.children_profiled ? "true" : "false") +
+         "},\"hardware\":" + hw +
          ",\"hardware_unavailable\":" + opt_string(r.hardware_unavailable) + ",\"wall_ns\":" +
          std::to_string(r.wall_ns) + "}\n";
 }

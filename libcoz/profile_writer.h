@@ -149,6 +149,10 @@ struct CountersRecord {
   uint64_t voluntary_switches = 0, involuntary_switches = 0;
   uint64_t minor_faults = 0, major_faults = 0;
   int64_t migrations = -1;  // -1: unknown
+  // CPU time of the child processes waited for (RUSAGE_CHILDREN), and
+  // whether they were profiled (each in its own file, --follow-children).
+  uint64_t children_cpu_ns = 0;
+  bool children_profiled = false;
   std::vector<std::pair<std::string, uint64_t>> hardware;  // empty: unavailable
   std::string hardware_unavailable;
 };

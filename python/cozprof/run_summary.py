@@ -318,6 +318,30 @@ def warning_lines(runs):
     return shown
 
 
+# Children's CPU time below this is not worth a note (a shell's `ls`).
+CHILDREN_NOTE_MIN_NS = 50_000_000
+
+
+def children_notes(runs):
+    """A note per run whose unprofiled child processes used more CPU time
+    than the program itself (`coz run --- sh -c ./app`, a server that forks
+    its workers): the profile would otherwise pass for an idle program's."""
+    notes = []
+    for r in runs:
+        c = r.counters or {}
+        ch = c.get("children")
+        if not isinstance(ch, dict) or ch.get("profiled") is not False:
+            continue
+        cpu, own = ch.get("cpu_ns"), c.get("task_clock_ns")
+        if not isinstance(cpu, int) or not isinstance(own, int):
+            continue
+        if cpu >= CHILDREN_NOTE_MIN_NS and cpu > own:
+            notes.append(PREFIX + f"child processes used {cpu / 1e9:.2f} s of CPU time, the program "
+                                  f"itself {own / 1e9:.2f} s, and are not in the profile: "
+                                  "--follow-children profiles each in its own file")
+    return notes
+
+
 def summary_line(figures, files, outputs):
     usable = f"{figures['usable']} usable"
     if figures.get("per_minute") is not None:
@@ -367,6 +391,7 @@ def report(outputs, root_pid, exit_status=None, wall_s=None):
         return [PREFIX + f"cannot read the profile this run wrote: {e.filename}: {e.strerror}"]
     notes = [PREFIX + f"the run ended before writing its final totals; {path} has those of "
                       "its last checkpoint" for path in recovered]
+    notes += children_notes(runs)
     return (warning_lines(runs) + notes
             + [summary_line(summarize(runs, wall_s), [p for p, _ in written], outputs)])
 

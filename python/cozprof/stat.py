@@ -48,6 +48,7 @@ def run_stat(run):
         "context_switches": {"voluntary": vol, "involuntary": invol, "total": vol + invol},
         "page_faults": {"minor": minor, "major": major, "total": minor + major},
         "migrations": c.get("migrations") if isinstance(c.get("migrations"), int) else None,
+        "children": _children(c.get("children")),
         "hardware": dict(hw) if hw else None,
         "hardware_unavailable": c.get("hardware_unavailable") if not hw else None,
         "per_second": {
@@ -58,6 +59,14 @@ def run_stat(run):
     if hw and hw.get("cycles") and "instructions" in hw:
         out["instructions_per_cycle"] = hw["instructions"] / hw["cycles"]
     return out
+
+
+def _children(ch):
+    """The record's `children` (CPU time of the child processes waited for,
+    and whether they were profiled), or None in profiles without it."""
+    if not isinstance(ch, dict) or not isinstance(ch.get("cpu_ns"), int):
+        return None
+    return {"cpu_ns": ch["cpu_ns"], "profiled": ch.get("profiled") is True}
 
 
 def _num(v):
@@ -110,8 +119,13 @@ def _format_one(s):
         rows.append((f"{s['migrations']:,}", "cpu-migrations", ""))
     pf = s["page_faults"]
     rows.append((f"{pf['total']:,}", "page-faults", _rate(s["per_second"]["page_faults"])))
+    children = s["children"]
     rows.append((f"{pf['minor']:,}", "  minor-faults", ""))
     rows.append((f"{pf['major']:,}", "  major-faults", ""))
+    if children and children["cpu_ns"]:
+        rows.append((ms(children["cpu_ns"]), "children task-clock",
+                     "profiled, each in its own file" if children["profiled"]
+                     else "not in this profile (--follow-children)"))
     hw = s["hardware"]
     if hw:
         names = [n for n in HARDWARE_ORDER if n in hw] + sorted(n for n in hw if n not in HARDWARE_ORDER)

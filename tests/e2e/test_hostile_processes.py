@@ -60,6 +60,9 @@ def test_fork_without_follow_children(tmp_path):
     sampled = {k.rsplit(":", 1)[1] for r in run if r["type"] == "samples" for k in r["counts"]
                if "hostile_procs.c:" in k}
     assert source_line("parent's hot line") in sampled and child_line not in sampled, sampled
+    # ... but its CPU time is counted, as not profiled.
+    (counters,) = [r for r in run if r["type"] == "counters"]
+    assert counters["children"]["profiled"] is False and counters["children"]["cpu_ns"] > 0
 
 
 def test_fork_with_follow_children_names_the_childs_file_by_pid(tmp_path):
@@ -79,6 +82,13 @@ def test_fork_with_follow_children_names_the_childs_file_by_pid(tmp_path):
     parent_hot, child_hot = source_line("parent's hot line"), source_line("child's hot line")
     assert parent_hot in selected_lines(parent) and child_hot not in selected_lines(parent), selected_lines(parent)
     assert child_hot in selected_lines(child) and parent_hot not in selected_lines(child), selected_lines(child)
+    # The parent counts the child's CPU time, as profiled: at least what the
+    # child's own counters read before its exit, and little more (its exit).
+    (counters,) = [r for r in parent if r["type"] == "counters"]
+    (child_counters,) = [r for r in child if r["type"] == "counters"]
+    assert counters["children"]["profiled"] is True
+    assert child_counters["task_clock_ns"] <= counters["children"]["cpu_ns"] <= \
+        child_counters["task_clock_ns"] + 50_000_000, (counters, child_counters)
     # the analysis merges both files
     prof = cozprofile.load([str(tmp_path / "p.coz"), child_file])
     assert len(prof.runs) == 2
@@ -89,6 +99,24 @@ def test_fork_with_follow_children_names_the_childs_file_by_pid(tmp_path):
     summary = json.loads(report.stdout)["summary"]
     assert summary["runs"] == 2
     assert summary["experiments"] == len(prof.experiments)
+
+
+def test_a_shell_that_runs_the_program_is_told_apart_from_an_idle_program(tmp_path):
+    # `coz run --- sh -c PROGRAM`: the shell is profiled, the program (its
+    # child) is not; the summary says where the CPU time went instead of
+    # leaving an empty profile unexplained.
+    exe = procs(tmp_path)
+    plain, profiled = run_both(["sh", "-c", f"{exe} leaf; echo status $?"], profile=tmp_path / "p.coz")
+    assert_same_behaviour(plain, profiled)
+    notes = [ln for ln in profiled.stderr.decode().splitlines() if "child processes used" in ln]
+    assert len(notes) == 1 and notes[0].endswith("--follow-children profiles each in its own file"), \
+        profiled.stderr.decode()
+    # With --follow-children the program is profiled, and nothing is said.
+    plain, profiled = run_both(["sh", "-c", f"{exe} leaf; echo status $?"], coz_args=["--follow-children"],
+                               profile=tmp_path / "f.coz")
+    assert_same_behaviour(plain, profiled)
+    assert "child processes used" not in profiled.stderr.decode()
+    assert len(glob.glob(str(tmp_path / "f.*.coz"))) == 1
 
 
 def test_fork_tree_without_exec_under_follow_children(tmp_path):

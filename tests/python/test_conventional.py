@@ -380,6 +380,20 @@ def test_stat_hardware_and_json(tmp_path, capsys):
     assert s["cpus_utilized"] == 0.5 and s["instructions_per_cycle"] == 1.5
     assert s["context_switches"] == {"voluntary": 30, "involuntary": 10, "total": 40}
     assert s["hardware_unavailable"] is None and s["migrations"] == 5
+    assert s["children"] is None  # a profile of a runtime that did not write them
+
+
+def test_stat_children(tmp_path, capsys):
+    w = ProfileWriter()
+    w.add(["main"], 1)
+    w.counters(children={"cpu_ns": 369_070_000, "profiled": False})
+    path = w.write(tmp_path / "p.coz")
+    assert cli.main(["report", "--stat", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "369.07 msec  children task-clock  #  not in this profile (--follow-children)" in out
+    assert cli.main(["report", "--stat", "--json", "-", str(path)]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"][0]["children"] == {"cpu_ns": 369_070_000,
+                                                                          "profiled": False}
 
 
 def test_stat_run_stat_without_counters(tmp_path):

@@ -238,6 +238,24 @@ def test_usable_experiments_per_minute_of_wall_time():
     assert figures["per_minute"] == pytest.approx(10.0)
 
 
+def test_children_that_did_the_work_unprofiled_are_noted():
+    def run_with(children, own=10_000_000):
+        r = profile.Run("r.coz", 0, "json", {"mode": "sampling-only"})
+        r.counters = {"task_clock_ns": own, "children": children}
+        return r
+
+    (note,) = run_summary.children_notes([run_with({"cpu_ns": 370_000_000, "profiled": False})])
+    assert note == ("coz: note: child processes used 0.37 s of CPU time, the program itself 0.01 s, and "
+                    "are not in the profile: --follow-children profiles each in its own file")
+    # Profiled children, children that did less than the program, a shell's `ls`,
+    # and profiles without the field say nothing.
+    assert run_summary.children_notes([run_with({"cpu_ns": 370_000_000, "profiled": True})]) == []
+    assert run_summary.children_notes([run_with({"cpu_ns": 370_000_000, "profiled": False},
+                                                own=400_000_000)]) == []
+    assert run_summary.children_notes([run_with({"cpu_ns": 40_000_000, "profiled": False}, own=0)]) == []
+    assert run_summary.children_notes([run_with(None)]) == []
+
+
 def test_missing_and_unreadable_profiles_are_one_line(tmp_path):
     main = tmp_path / "p.coz"
     outputs = run_summary.Outputs(str(main), follow_children=False)
