@@ -135,6 +135,11 @@ def parse_args(argv):
 def main(argv=None):
     if argv is not None:
         return _main(argv)
+    # The command's own streams: no traceback for a character the locale's
+    # encoding lacks, file names' bytes as typed (output.py).
+    from . import output
+
+    output.install()
     status = _main(sys.argv[1:])
     if sys.argv[1:2] == ["run"]:
         _end_now(status)

@@ -21,7 +21,7 @@ import json
 import os
 import sys
 
-from . import conventional as conv
+from . import conventional as conv, output
 from .errors import CozError
 
 PREFIXES = ("kind", "group", "thread")
@@ -52,6 +52,11 @@ def run(args):
     if not (args.pprof or args.folded or args.speedscope):
         raise CozError("nothing to export",
                        hint="name at least one of --pprof FILE, --folded FILE, --speedscope FILE")
+    if args.folded_prefix and not args.folded:
+        raise CozError("--folded-prefix applies to --folded", hint="add --folded FILE, or drop --folded-prefix")
+    if args.value is not None and not (args.folded or args.speedscope):
+        raise CozError("--value applies to --folded and --speedscope",
+                       hint="drop --value: pprof's profile carries both sample counts and time")
     kinds = conv.parse_kinds(args.kind)
     prefixes = parse_prefixes(args.folded_prefix)
     outs = [f for f in (args.pprof, args.folded, args.speedscope) if f and f != "-"]
@@ -115,11 +120,15 @@ def _looks_like_profile(path):
 
 
 def _write(path, data, binary=False):
+    """Write an export to `path` ('-': standard output); text as UTF-8, as
+    FlameGraph, inferno and speedscope read it, whatever the locale."""
     if path == "-":
-        sys.stdout.write(data)
+        output.write_data(data)
         return
+    if not binary:
+        data = output.utf8(data)
     try:
-        with open(path, "wb" if binary else "w") as f:
+        with open(path, "wb") as f:
             f.write(data)
     except OSError as e:
         raise CozError(f"cannot write {path}: {e.strerror}",

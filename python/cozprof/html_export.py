@@ -8,11 +8,10 @@ Policy forbids every network request, so the file opens anywhere offline.
 
 import os
 import re
-import sys
 import tempfile
 from pathlib import Path
 
-from . import server
+from . import output, server
 from .errors import CozError
 
 # Only the page's own tags are inlined; anything else is left as is and then
@@ -135,7 +134,7 @@ def write(analysis, path, search_dirs=None, views=None):
     locks, flame = views if views is not None else profile_views(analysis)
     page = render(analysis, snippets(analysis, search_dirs), locks, flame)
     if os.fspath(path) == "-":  # standard output, as for the other commands' '-'
-        sys.stdout.write(page)
+        output.write_data(page)  # UTF-8, as the page's charset says
         return path
     path = Path(path)
     try:

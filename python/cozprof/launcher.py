@@ -380,7 +380,7 @@ def find_library(env=None):
     given = env.get("COZ_LIBRARY")
     if given:
         if not os.path.isfile(given):
-            raise CozError(f"COZ_LIBRARY names {given!r}, which is not a file",
+            raise CozError(f"COZ_LIBRARY names '{given}', which is not a file",
                            hint="point COZ_LIBRARY at a built libcoz.so, or unset it")
         return os.path.abspath(given)
     here = os.path.dirname(os.path.abspath(__file__))

@@ -780,13 +780,13 @@ def thresholds(frequency=FREQUENCY, contention=CONTENTION, long_hold_ns=LONG_HOL
                short_hold_ns=SHORT_HOLD_NS, asymmetry=ASYMMETRY, imbalance=IMBALANCE):
     for name, v in (("frequency", frequency), ("long_hold_ns", long_hold_ns),
                     ("short_hold_ns", short_hold_ns)):
-        if not v > 0:
-            raise CozError(f"the {name} threshold must be positive, not {v}")
+        if not (v > 0 and math.isfinite(v)):
+            raise CozError(f"the {name} threshold must be positive and finite, not {v}")
     for name, v in (("contention", contention), ("imbalance", imbalance)):
         if not 0 < v < 1:
             raise CozError(f"the {name} threshold must be between 0 and 100%, not {v:.0%}")
-    if not asymmetry > 1:
-        raise CozError(f"the asymmetry ratio must be above 1, not {asymmetry}")
+    if not (asymmetry > 1 and math.isfinite(asymmetry)):
+        raise CozError(f"the asymmetry ratio must be finite and above 1, not {asymmetry}")
     return {"frequency": float(frequency), "contention": float(contention),
             "long_hold_ns": int(long_hold_ns), "short_hold_ns": int(short_hold_ns),
             "asymmetry": float(asymmetry), "imbalance": float(imbalance)}

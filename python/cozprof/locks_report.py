@@ -2,6 +2,7 @@
 the docs/locks.md JSON)."""
 
 import json
+import math
 import os
 import sys
 
@@ -64,9 +65,9 @@ def _number(text, what, above):
     try:
         v = float(text)
     except ValueError:
-        v = float("nan")
-    if not v > above:
-        raise CozError(f"bad {what} {text!r}", hint=f"give a number above {above:g}")
+        v = math.nan
+    if not (math.isfinite(v) and v > above):  # float() also reads inf, nan and 1e999
+        raise CozError(f"bad {what} {text!r}", hint=f"give a finite number above {above:g}")
     return v
 
 

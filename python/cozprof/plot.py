@@ -129,8 +129,13 @@ def _short(name, width=40):
 def run(args):
     if not args.output and not args.html:
         raise CozError("nothing to write", hint="give -o FILE.png|svg|pdf, or --html FILE.html")
+    if not args.output:
+        for flag, given in (("--line", args.line), ("-n", args.lines is not None)):
+            if given:
+                raise CozError(f"{flag} applies to -o (the image), not to --html",
+                               hint=f"the page has every causal plot: drop {flag}, or add -o FILE.png")
     if args.output and os.path.splitext(args.output)[1].lower() not in FORMATS:
-        raise CozError(f"cannot tell the image format of {args.output!r}",
+        raise CozError(f"cannot tell the image format of '{args.output}'",
                        hint="end the file name in .png, .svg or .pdf")
     if args.output:
         require_matplotlib()  # before the analysis, which may take a while

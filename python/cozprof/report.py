@@ -22,9 +22,9 @@ def add_common_analysis_options(p):
                    help="only use this progress point")
     p.add_argument("--no-phase-correction", action="store_true",
                    help="do not apply the phase correction (eq. 8 of the COZ paper)")
-    p.add_argument("--min-points", type=_positive_int, default=analysis.DEFAULT_MIN_POINTS,
-                   metavar="N",
-                   help="distinct speedups, 0%% included, a line needs (default 3)")
+    p.add_argument("--min-points", type=_positive_int, default=None, metavar="N",
+                   help=f"distinct speedups, 0%% included, a line needs (default "
+                        f"{analysis.DEFAULT_MIN_POINTS})")
     p.add_argument("--all-runs", action="store_true",
                    help="analyse every run of each profile, not only those of its latest build "
                         "(program and build-id)")
@@ -48,14 +48,25 @@ def add_arguments(p):
     add_conventional_arguments(p)
 
 
+def analysis_options(args):
+    """The keywords of analysis.analyze that the common options give."""
+    return {"phase_correction": not args.no_phase_correction,
+            "progress_point": args.progress_point,
+            "min_points": analysis.DEFAULT_MIN_POINTS if args.min_points is None else args.min_points}
+
+
+def analysis_flags_given(args):
+    """The common options of the causal analysis given on the command line."""
+    return [flag for flag, given in (("--progress-point", args.progress_point is not None),
+                                     ("--no-phase-correction", args.no_phase_correction),
+                                     ("--min-points", args.min_points is not None)) if given]
+
+
 def analyze_args(args):
     """Run the analysis the common options ask for. When runs of older builds were
     left out, say so in one line on standard error (it is also the first warning)."""
     paths = args.profiles or [DEFAULT_PROFILE]
-    result = analysis.analyze_files(paths, all_runs=args.all_runs,
-                                    phase_correction=not args.no_phase_correction,
-                                    progress_point=args.progress_point,
-                                    min_points=args.min_points)
+    result = analysis.analyze_files(paths, all_runs=args.all_runs, **analysis_options(args))
     if result["summary"]["runs_left_out"]:
         print(f"coz: warning: {result['warnings'][0]}", file=sys.stderr)
     return result
@@ -85,6 +96,9 @@ def run(args):
         raise CozError(f"--json {args.json} would overwrite what looks like a profile",
                        hint=f"name the profiles first and the JSON file last: "
                             f"coz report {args.json} --json analysis.json")
+    if args.json is not None and args.lines is not None:
+        raise CozError("-n applies to the table, not to --json",
+                       hint="drop -n: the JSON holds every line")
     result = analyze_args(args)
     if args.json is not None:
         text = json.dumps(result, indent=1, allow_nan=False) + "\n"
@@ -307,6 +321,15 @@ def _conventional_options(args):
     if args.json is not None and (listing or (args.top and args.stat)):
         raise CozError("--json writes one view: --top or --stat alone",
                        hint="coz report --top --json out.json, or coz report --stat --json -")
+    if args.lines is not None and args.top and args.json is not None:
+        raise CozError("-n applies to the --top table, not to --json", hint="drop -n: the JSON holds every row")
+    if args.lines is not None and not args.top:
+        raise CozError("-n applies to the causal table and --top, not to --list or --stat",
+                       hint="drop -n, or add --top (its rows)")
+    given = analysis_flags_given(args)
+    if given and not listing:
+        raise CozError(f"{given[0]} applies to the causal table and --list, not to --top or --stat",
+                       hint=f"drop {given[0]}, or add --list REGEX (its causal column)")
     kinds = conventional.parse_kinds(args.kind) if args.kind is not None else conventional.DEFAULT_KINDS
     return kinds, args.value or "time"
 
@@ -353,9 +376,7 @@ def run_conventional(args):
         if prof.experiments:
             from . import analysis
 
-            result = analysis.analyze(prof, phase_correction=not args.no_phase_correction,
-                                      progress_point=args.progress_point,
-                                      min_points=args.min_points)
+            result = analysis.analyze(prof, **analysis_options(args))
             causal = views.causal_by_line(result)
         parts.append(views.format_list(prof, args.list_pattern, kinds, value=value, causal=causal))
     sys.stdout.write("\n".join(parts))

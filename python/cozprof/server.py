@@ -546,6 +546,10 @@ def view_data(args):
         if args.profiles:
             raise CozError("give either profiles or --analysis, not both",
                            hint="coz view PROFILE ... analyses profiles; coz view --analysis FILE shows a ready analysis")
+        if args.no_phase_correction:
+            raise CozError("--no-phase-correction applies to profiles, not to --analysis (already made)",
+                           hint="make it without: coz report --no-phase-correction --json FILE PROFILE, "
+                                "or coz view --no-phase-correction PROFILE")
         analysis = load_analysis_file(args.analysis)
         extra = [Path(args.analysis).resolve().parent]
         profiles = [p for p in analysis.get("profiles") or [] if isinstance(p, str)]

@@ -247,6 +247,13 @@ def test_top_by_line_and_json(tmp_path, capsys):
     (["report", "--top", "--kind", "nap", V1], "unknown sample kind 'nap'"),
     (["report", "--list", "(", V1], "is not a regular expression"),
     (["report", "--top", "--stat", "--json", "-", V1], "--json writes one view"),
+    # Options that were ignored by the views given.
+    (["report", "--top", "--no-phase-correction", V1], "--no-phase-correction applies to the causal table and --list"),
+    (["report", "--stat", "--min-points", "2", V1], "--min-points applies to the causal table and --list"),
+    (["report", "--top", "--progress-point", "p", V1], "--progress-point applies to the causal table and --list"),
+    (["report", "--stat", "-n", "3", V1], "-n applies to the causal table and --top, not to --list or --stat"),
+    (["report", "--list", "work", "-n", "3", V1], "-n applies to the causal table and --top"),
+    (["report", "--top", "--json", "-", "-n", "3", V1], "-n applies to the --top table, not to --json"),
     (["report", "--top", os.path.join(FIXTURES, "throughput.coz")], "the profile has no stacks"),
     (["report", "--stat", os.path.join(FIXTURES, "throughput.coz")], "no counters record"),
 ])
@@ -255,6 +262,16 @@ def test_view_errors(capsys, argv, message):
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("coz: error: ") and message in err[0]
     assert err[1].startswith("coz: ") and len(err) == 2
+
+
+@pytest.mark.parametrize("argv", [
+    ["report", "--top", "-n", "1", V1],
+    ["report", "--top", "--list", "work", "-n", "1", "--no-phase-correction", V1],
+    ["report", "--list", "work", "--min-points", "2", "--progress-point", "p", "--no-phase-correction", V1],
+])
+def test_options_are_taken_with_a_view_they_apply_to(capsys, argv):
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().err == ""
 
 
 def test_top_default_limit_and_speed_of_many_stacks(tmp_path, capsys):

@@ -224,12 +224,22 @@ def test_speedscope_validates_against_the_shipped_schema(tmp_path):
     (["export", os.path.join(FIXTURES, "throughput.coz"), "--folded", "-"], "has no stacks"),
     # An export with nothing in it was written and called written (empty files).
     (["export", V1, "--kind", "lock,sleep", "--folded", "-"], "no samples of the kinds asked (lock,sleep)"),
+    # Options of one format given without it were ignored.
+    (["export", V1, "--pprof", "a.pb.gz", "--folded-prefix", "kind"], "--folded-prefix applies to --folded"),
+    (["export", V1, "--pprof", "a.pb.gz", "--value", "time"], "--value applies to --folded and --speedscope"),
 ])
 def test_export_errors(capsys, argv, message):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("coz: error: ") and message in err[0]
     assert len(err) == 2 and err[1].startswith("coz: ")
+
+
+def test_folded_prefix_and_value_are_taken_beside_pprof(tmp_path, capsys):
+    pb, folded = tmp_path / "p.pb.gz", tmp_path / "p.folded"
+    assert cli.main(["export", V1, "--pprof", str(pb), "--folded", str(folded), "--value", "time",
+                     "--folded-prefix", "kind"]) == 0
+    assert folded.read_text() == "kind:cpu;work;inl 12000000\n"
 
 
 def test_export_writes_every_format_at_once(tmp_path, capsys):

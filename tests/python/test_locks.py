@@ -11,6 +11,7 @@ of docs/profile-format.md to the report.
 
 import heapq
 import json
+import math
 import random
 
 import pytest
@@ -204,6 +205,10 @@ def test_thresholds_are_validated():
         locks.thresholds(asymmetry=1.0)
     with pytest.raises(Exception, match="frequency"):
         locks.thresholds(frequency=0)
+    with pytest.raises(Exception, match="frequency"):
+        locks.thresholds(frequency=math.inf)
+    with pytest.raises(Exception, match="asymmetry"):
+        locks.thresholds(asymmetry=math.inf)
 
 
 # -- classification of single locks (simulated) ---------------------------------------------
@@ -847,6 +852,17 @@ def test_cli_options_reach_the_thresholds():
     (["locks", "--contention", "150", "p.coz"], "bad --contention '150'", "percentage"),
     (["locks", "--frequency", "-3", "p.coz"], "bad --frequency '-3'", "above 0"),
     (["locks", "--asymmetry", "1", "p.coz"], "bad --asymmetry '1'", "above 1"),
+    # float() reads these too: no threshold is infinite or not a number.
+    (["locks", "--frequency", "inf", "p.coz"], "bad --frequency 'inf'", "finite number above 0"),
+    (["locks", "--frequency", "Infinity", "p.coz"], "bad --frequency 'Infinity'", "finite"),
+    (["locks", "--frequency", "1e999", "p.coz"], "bad --frequency '1e999'", "finite"),
+    (["locks", "--frequency", "nan", "p.coz"], "bad --frequency 'nan'", "finite"),
+    (["locks", "--frequency", "0", "p.coz"], "bad --frequency '0'", "above 0"),
+    (["locks", "--asymmetry", "inf", "p.coz"], "bad --asymmetry 'inf'", "finite number above 1"),
+    (["locks", "--contention", "inf", "p.coz"], "bad --contention 'inf'", "percentage"),
+    (["locks", "--imbalance", "nan%", "p.coz"], "bad --imbalance 'nan%'", "percentage"),
+    (["locks", "--long-hold", "inf", "p.coz"], "bad --long-hold 'inf'", "unit"),
+    (["locks", "--short-hold", "1e999s", "p.coz"], "--short-hold '1e999s' is too long", "an hour"),
     (["locks", "--long-hold", "fast", "p.coz"], "bad --long-hold 'fast'", "unit"),
     (["locks", "--pid", "x", "p.coz"], "bad --pid 'x'", "process id"),
     (["locks", "p.coz", "--json", "q.coz"], "would overwrite what looks like a profile", "JSON file last"),

@@ -59,6 +59,10 @@ def test_report_lines_limit_and_diagnosis(capsys):
     (["plot", "-o", "out.gif", fx("throughput.coz")], "cannot tell the image format"),
     (["plot", "-o", "x.png", "--line", "zzz.c:1", fx("throughput.coz")], "no causal curve"),
     (["plot", "-o", "x.png", fx("no_progress.coz")], "no line has a causal curve"),
+    # Options that were ignored: the JSON holds every line, the page every plot.
+    (["report", "--json", "-", "-n", "1", fx("throughput.coz")], "-n applies to the table, not to --json"),
+    (["plot", "--html", "-", "-n", "1", fx("throughput.coz")], "-n applies to -o (the image), not to --html"),
+    (["plot", "--html", "-", "--line", "a.c:10", fx("throughput.coz")], "--line applies to -o"),
 ])
 def test_user_errors_are_one_line(capsys, argv, message):
     assert cli.main(argv) == 2

@@ -216,6 +216,15 @@ def test_view_of_an_analysis_has_no_stacks_and_no_locks_unless_given(tmp_path):
     assert data.locks["findings"] == []
 
 
+def test_view_of_an_analysis_refuses_no_phase_correction(tmp_path):
+    # The analysis is already made: the option was ignored.
+    analysis = tmp_path / "a.json"
+    analysis.write_text(json.dumps(analysis_for([])))
+    with pytest.raises(CozError, match="--no-phase-correction applies to profiles, not to --analysis") as e:
+        server.view_data(cli.parse_args(["view", "--analysis", str(analysis), "--no-phase-correction"]))
+    assert "coz report --no-phase-correction --json" in e.value.hint
+
+
 @pytest.mark.parametrize("content, message", [
     (None, "no such file"), ("", "not valid JSON"), ("[]", "not a locks report"),
     ('{"schema": 1, "lines": []}', "not a locks report"), (b"\xff\xfe", "cannot read it"),
