@@ -6,6 +6,7 @@
 //            meanwhile when another program thread released it (pre/post block)
 //   self   - waits on its own (time, I/O): pays its debt after it wakes
 // Logic lives in runtime.cpp and delays.cpp, never here.
+#include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
 #include <fcntl.h>
@@ -210,6 +211,7 @@ COZ_REAL_FN(execvp, nullptr)
 COZ_REAL_FN(execvpe, nullptr)
 COZ_REAL_FN(fexecve, nullptr)
 COZ_REAL_FN(dl_iterate_phdr, nullptr)
+COZ_REAL_FN(dlclose, nullptr)
 
 namespace {
 // Runs a sleep with the sample signal blocked. A sample's signal pending as
@@ -919,6 +921,15 @@ COZ_EXPORT long syscall(long n, ...) {
 // dlopen is not interposed: glibc searches a library's RUNPATH from the
 // object that called dlopen, which a wrapper would replace with libcoz. The
 // profiler thread notices new libraries itself (dl_iterate_phdr's counters).
+
+// Not a wait: the objects it unloads stay nameable in the stacks sampled
+// before, which the profiler thread symbolizes later (loaded_objects.h).
+COZ_EXPORT int dlclose(void* handle) {
+  uint64_t closing = coz::dlclose_begin(handle);
+  int rc = real_dlclose()(handle);
+  coz::dlclose_done(closing);
+  return rc;
+}
 
 // Unchanged for the program and the profiler thread. libunwind's lookups
 // in program threads (the sample handler, a contended lock's stack) are

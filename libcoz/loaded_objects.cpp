@@ -2,9 +2,15 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <mutex>
+#include <new>
+
+#include "runtime.h"
 
 namespace coz {
 
@@ -76,6 +82,18 @@ std::vector<LoadedObject> loaded_objects() {
     }
     return out;
   }
+}
+
+unsigned long long loader_changes() {
+  unsigned long long changes = 0;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t size, void* data) -> int {
+        if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
+          *static_cast<unsigned long long*>(data) = info->dlpi_adds + info->dlpi_subs;
+        return 1;
+      },
+      &changes);
+  return changes;
 }
 
 }  // namespace coz
@@ -158,5 +176,122 @@ int iterate_published_objects(int (*callback)(dl_phdr_info*, size_t, void*), voi
   }
   return 0;
 }
+
+}  // namespace coz
+
+// --- Objects the program unloaded ----------------------------------------------
+
+namespace coz {
+
+namespace {
+
+// A dlclose's objects: while under way, every object loaded at its start;
+// then the ones it unloaded.
+struct Closed {
+  uint64_t token;
+  bool under_way;
+  std::vector<LoadedObject> objects;
+};
+
+// Kept at most, the oldest dropped: a program that loads and unloads
+// libraries without end does not grow the runtime without end.
+constexpr size_t kMaxUnloaded = 1024;  // objects
+
+struct Unloaded {
+  std::mutex mu;
+  std::vector<Closed> closes;  // oldest first
+  uint64_t next_token = 1;
+  std::atomic<uint64_t> version{0};
+};
+
+Unloaded& unloaded() {
+  static Unloaded* u = new Unloaded;  // never destroyed: dlclose may run in exit handlers
+  return *u;
+}
+
+bool same_object(const LoadedObject& a, const LoadedObject& b) { return a.bias == b.bias && a.name == b.name; }
+
+}  // namespace
+
+uint64_t dlclose_begin(void* handle) {
+  if (!handle) return 0;
+  RuntimeGuard guard;  // its lock and the loader's are the runtime's, not waits of the program
+  int saved = errno;
+  std::vector<LoadedObject> objects = loaded_objects();
+  Unloaded& u = unloaded();
+  uint64_t token;
+  {
+    std::lock_guard<std::mutex> g(u.mu);
+    token = u.next_token++;
+    u.closes.push_back(Closed{token, true, std::move(objects)});
+    u.version.fetch_add(1, std::memory_order_release);
+  }
+  errno = saved;
+  return token;
+}
+
+void dlclose_done(uint64_t token) {
+  if (!token) return;
+  RuntimeGuard guard;
+  int saved = errno;
+  std::vector<LoadedObject> loaded = loaded_objects();
+  std::sort(loaded.begin(), loaded.end(), [](const LoadedObject& a, const LoadedObject& b) { return a.bias < b.bias; });
+  auto still_loaded = [&](const LoadedObject& o) {
+    auto it = std::lower_bound(loaded.begin(), loaded.end(), o.bias,
+                               [](const LoadedObject& l, uintptr_t bias) { return l.bias < bias; });
+    for (; it != loaded.end() && it->bias == o.bias; ++it)
+      if (it->name == o.name) return true;
+    return false;
+  };
+  Unloaded& u = unloaded();
+  {
+    std::lock_guard<std::mutex> g(u.mu);
+    auto it = std::find_if(u.closes.begin(), u.closes.end(), [&](const Closed& c) { return c.token == token; });
+    if (it != u.closes.end()) {
+      Closed done = std::move(*it);
+      u.closes.erase(it);
+      done.under_way = false;
+      done.objects.erase(std::remove_if(done.objects.begin(), done.objects.end(), still_loaded), done.objects.end());
+      if (!done.objects.empty()) {
+        // Older copies of the same objects, and the oldest beyond the bound.
+        size_t kept = done.objects.size();
+        for (auto c = u.closes.rbegin(); c != u.closes.rend(); ++c) {
+          if (c->under_way) continue;
+          auto& objs = c->objects;
+          objs.erase(std::remove_if(objs.begin(), objs.end(),
+                                    [&](const LoadedObject& o) {
+                                      if (kept >= kMaxUnloaded) return true;
+                                      for (const LoadedObject& d : done.objects)
+                                        if (same_object(o, d)) return true;
+                                      kept++;
+                                      return false;
+                                    }),
+                     objs.end());
+        }
+        u.closes.erase(std::remove_if(u.closes.begin(), u.closes.end(),
+                                      [](const Closed& c) { return !c.under_way && c.objects.empty(); }),
+                       u.closes.end());
+        u.closes.push_back(std::move(done));
+      }
+      u.version.fetch_add(1, std::memory_order_release);
+    }
+  }
+  errno = saved;
+}
+
+std::vector<LoadedObject> unloaded_objects() {
+  RuntimeGuard guard;
+  Unloaded& u = unloaded();
+  std::lock_guard<std::mutex> g(u.mu);
+  std::vector<LoadedObject> out;
+  for (auto c = u.closes.rbegin(); c != u.closes.rend(); ++c) out.insert(out.end(), c->objects.begin(), c->objects.end());
+  return out;
+}
+
+uint64_t unloaded_objects_version() { return unloaded().version.load(std::memory_order_acquire); }
+
+void unloaded_objects_fork_prepare() { unloaded().mu.lock(); }
+void unloaded_objects_fork_parent() { unloaded().mu.unlock(); }
+void unloaded_objects_fork_child() { new (&unloaded().mu) std::mutex(); }
 
 }  // namespace coz

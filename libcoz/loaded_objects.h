@@ -28,6 +28,44 @@ struct LoadedObject {
 // Every loaded object, in the loader's order, the main program first.
 std::vector<LoadedObject> loaded_objects();
 
+// A count that grows whenever an object is loaded or unloaded
+// (dl_iterate_phdr's counters, read from the first object); 0 when the
+// loader keeps none.
+unsigned long long loader_changes();
+
+// --- Objects the program unloaded, for the symbolizer -----------------------
+//
+// The profiler thread symbolizes stacks at each flush, long after they were
+// sampled: by then a library the program dlclose()d, and the dependencies
+// that left with it, map nothing, and the loader has forgotten their names.
+// So the runtime's dlclose (interpose.cpp) keeps a copy of the objects each
+// call unloads; the symbolizer looks there for the addresses that no loaded
+// object maps, the most recently unloaded first.
+//
+// The hooks run in the program thread that calls dlclose, never in signal
+// context: they allocate, and copy the objects with loaded_objects(); the
+// list's own lock, a leaf, is taken after the loader's is released.
+
+// Before dlclose(handle): copies every loaded object. While the dlclose
+// runs, they are all listed (a flush then finds the library half unloaded:
+// the symbolizer prefers the loaded ones); dlclose_done keeps the ones it
+// unloaded. Returns the token for dlclose_done; 0, nothing to do, for a
+// null handle.
+uint64_t dlclose_begin(void* handle);
+void dlclose_done(uint64_t token);
+
+// The objects unloaded so far, the most recently unloaded first (a dlclose
+// under way counts from its start). At most 1024; an object unloaded again
+// at the same address replaces its older copy.
+std::vector<LoadedObject> unloaded_objects();
+// Changes whenever unloaded_objects() does; an atomic read.
+uint64_t unloaded_objects_version();
+
+// Fork handlers: the child goes on with the parent's list.
+void unloaded_objects_fork_prepare();
+void unloaded_objects_fork_parent();
+void unloaded_objects_fork_child();
+
 // --- A published copy, for libunwind in program threads ------------------
 //
 // libunwind finds an address's unwind tables with dl_iterate_phdr. In a

@@ -387,10 +387,11 @@ void restore_signals() {
 // none is inherited held by a thread that does not exist in the child (the
 // profiler thread, or another program thread in the middle of a hook). The
 // order is the one the runtime nests them in: objects, registry, signals,
-// progress, warnings, then the epoll table's (a leaf). The line map and the
-// profile writer are not among them: a child never uses its parent's (a
-// followed child builds its own, a dormant one none), so a fork never waits
-// for the profiler thread's DWARF reading.
+// progress, warnings, then the leaves: the epoll table's and the unloaded
+// objects' (loaded_objects.h). The line map and the profile writer are not
+// among them: a child never uses its parent's (a followed child builds its
+// own, a dormant one none), so a fork never waits for the profiler thread's
+// DWARF reading.
 void fork_prepare() {
   g_objects_lock.lock();
   g_registry_lock.lock();
@@ -398,10 +399,12 @@ void fork_prepare() {
   progress().fork_prepare();
   warnings_fork_prepare();
   fds_fork_prepare();
+  unloaded_objects_fork_prepare();
 }
 // Both sides also treat the descriptors open at the fork as shared with
 // another process from now on (fds_fork_parent/child, waits.h).
 void fork_parent() {
+  unloaded_objects_fork_parent();
   fds_fork_parent();
   warnings_fork_parent();
   progress().fork_parent();
@@ -410,6 +413,7 @@ void fork_parent() {
   g_objects_lock.unlock();
 }
 void fork_child() {
+  unloaded_objects_fork_child();
   fds_fork_child();
   warnings_fork_child();
   progress().fork_child();

@@ -22,6 +22,7 @@ namespace {
 
 struct Segment {
   uintptr_t start, end;  // run-time
+  bool operator==(const Segment& o) const { return start == o.start && end == o.end; }
 };
 
 struct Object {
@@ -95,7 +96,10 @@ const Dwfl_Callbacks kVdsoCallbacks = {find_vdso_elf, no_debuginfo, nullptr, nul
 }  // namespace
 
 struct Symbolizer::Impl {
-  std::vector<std::unique_ptr<Object>> objects;
+  std::vector<std::unique_ptr<Object>> objects;   // loaded, as the last look found them
+  unsigned long long seen_changes = 0;            // the loader's, at that look
+  std::vector<std::unique_ptr<Object>> unloaded;  // unloaded by the program, newest first
+  uint64_t unloaded_version = 0;                  // unloaded_objects_version() of that copy
   InScope in_scope;
   Dwfl_Callbacks callbacks{};
 
@@ -105,27 +109,51 @@ struct Symbolizer::Impl {
     callbacks.section_address = dwfl_offline_section_address;
   }
 
-  void refresh() {
-    objects.clear();
-    for (const LoadedObject& lo : loaded_objects()) {
+  // `list` becomes `fresh`, keeping each object it already had (same path,
+  // bias and segments) with what was read of it.
+  static void replace(std::vector<std::unique_ptr<Object>>* list, const std::vector<LoadedObject>& fresh) {
+    std::vector<std::unique_ptr<Object>> out;
+    for (const LoadedObject& lo : fresh) {
       auto o = std::make_unique<Object>();
       o->is_main = lo.is_main;
       o->path = !lo.name.empty() ? lo.name : (o->is_main ? self_exe() : "");
       o->bias = lo.bias;
       for (const ElfW(Phdr)& ph : lo.phdrs)
         if (ph.p_type == PT_LOAD && ph.p_memsz) o->segments.push_back({lo.bias + ph.p_vaddr, lo.bias + ph.p_vaddr + ph.p_memsz});
-      objects.push_back(std::move(o));
+      for (auto& old : *list)
+        if (old && old->bias == o->bias && old->path == o->path && old->is_main == o->is_main && old->segments == o->segments) {
+          o = std::move(old);
+          break;
+        }
+      out.push_back(std::move(o));
     }
+    *list = std::move(out);
+  }
+
+  static Object* mapping(const std::vector<std::unique_ptr<Object>>& list, uintptr_t pc) {
+    for (auto& o : list)
+      for (const Segment& s : o->segments)
+        if (pc >= s.start && pc < s.end) return o.get();
+    return nullptr;
   }
 
   Object* find(uintptr_t pc) {
-    for (int attempt = 0; attempt < 2; attempt++) {
-      for (auto& o : objects)
-        for (const Segment& s : o->segments)
-          if (pc >= s.start && pc < s.end) return o.get();
-      if (attempt == 0) refresh();  // a library loaded since the last look
+    if (Object* o = mapping(objects, pc)) return o;
+    // A library loaded since the last look, when the loader's list changed.
+    unsigned long long changes = loader_changes();
+    if (!changes || changes != seen_changes) {
+      seen_changes = changes;
+      replace(&objects, loaded_objects());
+      if (Object* o = mapping(objects, pc)) return o;
     }
-    return nullptr;
+    // None maps it now: an object the program unloaded since the sample
+    // (loaded_objects.h), read from its file as a loaded one is.
+    uint64_t version = unloaded_objects_version();
+    if (version != unloaded_version) {
+      unloaded_version = version;
+      replace(&unloaded, unloaded_objects());
+    }
+    return mapping(unloaded, pc);
   }
 
   void open(Object* o) {

@@ -5,6 +5,11 @@
 // the runtime itself) from their ELF symbol table alone: a function name,
 // no file, no line, no inlined frames.
 //
+// An address that no loaded object maps is looked for among the objects the
+// program unloaded since (dlclose, loaded_objects.h), the most recently
+// unloaded first, and read from its file the same way: stacks are
+// symbolized long after they were sampled.
+//
 // Not signal safe, not thread safe: the profiler thread's. Each object is
 // opened on its first query (libdwfl, local files only).
 #pragma once

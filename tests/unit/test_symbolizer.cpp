@@ -2,11 +2,14 @@
 // line, inlined functions included; the symbol table where there is no
 // debug information.
 #include "symbolizer.h"
+#include "loaded_objects.h"
 #include "stacks.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <string>
@@ -150,6 +153,93 @@ TEST(Symbolizer, SymbolNamesHaveNoVersion) {
   ASSERT_EQ(r.frames.size(), 1u);
   EXPECT_NE(r.frames[0].function.find("cond_wait"), std::string::npos) << r.frames[0].function;
   EXPECT_EQ(r.frames[0].function.find('@'), std::string::npos) << r.frames[0].function;
+}
+
+// A copy of liblm_fixture.so under a name of its own in a new folder (no
+// other test has it loaded, so dlclose unloads it); removed with the object.
+struct LibraryCopy {
+  std::string dir, path;
+  explicit LibraryCopy(const std::string& name) {
+    char tmpl[] = "/tmp/coz_symbolizer_XXXXXX";
+    if (!mkdtemp(tmpl)) return;
+    dir = tmpl;
+    path = dir + "/" + name;
+    std::ifstream in(kBin + "/liblm_fixture.so", std::ios::binary);
+    std::ofstream out(path, std::ios::binary);
+    out << in.rdbuf();
+  }
+  ~LibraryCopy() {
+    unlink(path.c_str());
+    rmdir(dir.c_str());
+  }
+};
+
+// dlclose(h) as the runtime's wrapper makes it (interpose.cpp).
+int runtime_dlclose(void* h) {
+  uint64_t closing = coz::dlclose_begin(h);
+  int rc = dlclose(h);
+  coz::dlclose_done(closing);
+  return rc;
+}
+
+bool listed_unloaded(const std::string& path) {
+  for (const coz::LoadedObject& o : coz::unloaded_objects())
+    if (o.name == path) return true;
+  return false;
+}
+
+TEST(Symbolizer, ALibraryUnloadedBeforeTheLookIsReadFromItsFile) {
+  // Stacks are symbolized at a flush, after the program may have
+  // dlclose()d the library their addresses are in.
+  LibraryCopy lib("libcoz_unloaded_6151.so");
+  void* h = dlopen(lib.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  const auto fn = reinterpret_cast<uintptr_t>(dlsym(h, "fixture_lib_fn"));
+  ASSERT_NE(fn, 0u);
+  Dl_info info;
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(fn), &info), 0);
+  const uintptr_t offset = fn - reinterpret_cast<uintptr_t>(info.dli_fbase);
+  ASSERT_EQ(runtime_dlclose(h), 0) << dlerror();
+  ASSERT_EQ(dlopen(lib.path.c_str(), RTLD_NOW | RTLD_NOLOAD), nullptr) << "the library is still loaded";
+
+  const std::string src = kSrc + "/fixture_lib.c";
+  coz::Symbolizer in_scope;
+  coz::Symbolized r = in_scope.symbolize(fn + 1);
+  EXPECT_EQ(r.object, lib.path);
+  EXPECT_EQ(r.object_address, offset + 1);
+  EXPECT_EQ(r.build_id.size(), 40u);
+  ASSERT_EQ(r.frames.size(), 1u);
+  EXPECT_EQ(r.frames[0].function, "fixture_lib_fn");
+  EXPECT_EQ(r.frames[0].file, src);
+  EXPECT_EQ(r.frames[0].line, marker_line(src, "MARK_LIB_" "FN"));
+
+  // Outside the binary scope: its symbol table, one location for the function.
+  coz::Symbolizer outside([&](const std::string& path, bool) { return path != lib.path; });
+  r = outside.symbolize(fn + 1);
+  EXPECT_EQ(r.object, lib.path);
+  ASSERT_EQ(r.frames.size(), 1u);
+  EXPECT_EQ(r.frames[0].function, "fixture_lib_fn");
+  EXPECT_EQ(r.frames[0].file, "");
+  EXPECT_EQ(r.symbol_start, fn);
+}
+
+TEST(Symbolizer, ADlcloseThatLeavesTheLibraryLoadedKeepsNoCopy) {
+  LibraryCopy lib("libcoz_twice_6157.so");
+  void* h1 = dlopen(lib.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h1, nullptr) << dlerror();
+  void* h2 = dlopen(lib.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_EQ(h1, h2);
+  const uint64_t version = coz::unloaded_objects_version();
+  uint64_t closing = coz::dlclose_begin(h1);
+  EXPECT_TRUE(listed_unloaded(lib.path)) << "while dlclose runs, its objects count as closing";
+  ASSERT_EQ(dlclose(h1), 0);
+  coz::dlclose_done(closing);
+  EXPECT_FALSE(listed_unloaded(lib.path)) << "still loaded: the second handle holds it";
+  EXPECT_NE(coz::unloaded_objects_version(), version);
+  ASSERT_EQ(runtime_dlclose(h2), 0);
+  std::vector<coz::LoadedObject> unloaded = coz::unloaded_objects();
+  ASSERT_FALSE(unloaded.empty());
+  EXPECT_EQ(unloaded.front().name, lib.path) << "the newest first";
 }
 
 TEST(Symbolizer, DemanglesCppNames) {
