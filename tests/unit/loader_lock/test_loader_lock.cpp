@@ -145,7 +145,9 @@ TEST(LoaderLock, SymbolizingLooksUpObjectsWithoutAllocatingInside) {
   long n = allocs_during([&] {
     coz::Symbolized s = symbolizer.symbolize(reinterpret_cast<uintptr_t>(&marker_function));
     EXPECT_NE(s.frames.size(), 0u);
-    // A pc in libc, and one in no object: each looks the objects up again.
+    // The first look copies the loader's list; a pc in libc, and one in no
+    // object, read its counters (dl_iterate_phdr) and the list again only if
+    // they moved: none of it allocates inside the loader's lock.
     symbolizer.symbolize(reinterpret_cast<uintptr_t>(&strlen));
     symbolizer.symbolize(16);
   });
