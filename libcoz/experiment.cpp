@@ -149,6 +149,12 @@ void Profiler::wait_slice(uint64_t ns) {
 }
 
 const Line* Profiler::line_of(uintptr_t pc) {
+  // An object unloaded, or loaded where one was: cached answers may be stale.
+  const uint64_t objects = lines_->objects_version();
+  if (objects != pc_cache_objects_) {
+    pc_cache_.clear();
+    pc_cache_objects_ = objects;
+  }
   auto it = pc_cache_.find(pc);
   if (it != pc_cache_.end()) return it->second;
   const Line* l = lines_->lookup(pc);

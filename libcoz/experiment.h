@@ -216,6 +216,7 @@ class Profiler {
   std::vector<const Target*> candidates_;  // scratch
   uint64_t drain_ns_ = 0;  // CLOCK_MONOTONIC at the start of the current drain(): the samples' age
   std::unordered_map<uintptr_t, const Line*> pc_cache_;
+  uint64_t pc_cache_objects_ = 0;  // lines_->objects_version() the cache was filled at
   struct Pending {
     pid_t tid;
     Sample smp;

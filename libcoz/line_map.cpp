@@ -165,6 +165,7 @@ struct LineMap::Impl {
   // --- registration (reg_mu) ---
   mutable std::mutex reg_mu;
   std::vector<std::unique_ptr<Object>> objects;
+  std::vector<std::unique_ptr<Object>> removed;  // unloaded; freed by the next refresh (query_mu)
   std::atomic<uint64_t> generation{0};
   std::atomic<uint64_t> attributable_version{0};  // generation + tables built + debug info checked
 
@@ -210,6 +211,7 @@ struct LineMap::Impl {
     if (g == seen_generation) return;
     std::lock_guard<std::mutex> lk(reg_mu);
     seen_generation = generation.load(std::memory_order_relaxed);
+    forget_removed();
     snapshot.clear();
     text_index.clear();
     for (auto& o : objects) {
@@ -220,6 +222,27 @@ struct LineMap::Impl {
     }
     std::sort(text_index.begin(), text_index.end(),
               [](const TextIndex& a, const TextIndex& b) { return a.start < b.start; });
+  }
+
+  // The lines of removed objects lose those objects' addresses (the lines'
+  // other code, a header inlined elsewhere, stays); then the objects go, with
+  // their libdwfl sessions. Under both locks: nothing of the queries points
+  // into them once the snapshot is rebuilt.
+  void forget_removed() {
+    if (removed.empty()) return;
+    std::vector<LineEntry*> touched;
+    for (const auto& o : removed)
+      for (const Entry& e : o->table) touched.push_back(e.line);
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (LineEntry* l : touched) {
+      l->ranges.clear();
+      l->merged = false;
+    }
+    for (const auto& o : objects)
+      for (const Entry& e : o->table)
+        if (std::binary_search(touched.begin(), touched.end(), e.line)) e.line->ranges.push_back({e.start, e.end});
+    removed.clear();
   }
 
   Object* object_at(uintptr_t pc) {
@@ -430,6 +453,19 @@ bool LineMap::add_object(const std::string& given_path, uintptr_t load_bias, boo
   return true;
 }
 
+void LineMap::remove_object(const std::string& path, uintptr_t load_bias) {
+  std::lock_guard<std::mutex> lk(impl_->reg_mu);
+  auto& v = impl_->objects;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if ((*it)->path != path || (*it)->bias != load_bias || (*it)->is_main) continue;
+    impl_->removed.push_back(std::move(*it));
+    v.erase(it);
+    impl_->generation.fetch_add(1, std::memory_order_release);
+    impl_->attributable_version.fetch_add(1, std::memory_order_release);
+    return;
+  }
+}
+
 std::vector<AddrRange> LineMap::in_scope_text() const {
   std::lock_guard<std::mutex> lk(impl_->reg_mu);
   std::vector<AddrRange> out;
@@ -454,6 +490,8 @@ std::vector<AddrRange> LineMap::attributable_ranges() {
   merge_ranges(&out);
   return out;
 }
+
+uint64_t LineMap::objects_version() const { return impl_->generation.load(std::memory_order_acquire); }
 
 uint64_t LineMap::attributable_version() const {
   return impl_->attributable_version.load(std::memory_order_acquire);

@@ -51,6 +51,13 @@ class LineMap {
   // Cheap: it must not parse DWARF line tables (start-up cost).
   bool add_object(const std::string& path, uintptr_t load_bias, bool is_main);
 
+  // An object the program unloaded (dlclose), as add_object registered it
+  // (its path as the loader gave it, its load bias): its addresses map no
+  // line from now on, in lookup, ranges_of and attributable_ranges, so that
+  // a library loaded there later is not read as this one. Its lines stay
+  // known by name. No effect on an object not registered.
+  void remove_object(const std::string& path, uintptr_t load_bias);
+
   // Executable address ranges of all in-scope objects (run-time addresses).
   std::vector<AddrRange> in_scope_text() const;
 
@@ -62,6 +69,11 @@ class LineMap {
   // Changes whenever attributable_ranges() would: an object added, a table
   // built. Cheap, lock-free.
   uint64_t attributable_version() const;
+
+  // Changes whenever an object is added or removed: what lookup() answers
+  // for an address may have changed (a cache of its answers must go).
+  // Cheap, lock-free.
+  uint64_t objects_version() const;
 
   // PC (run-time address) to line; nullptr when the PC is outside in-scope
   // objects, has no line information, or its file is outside the source

@@ -99,7 +99,9 @@ ThreadState* g_free = nullptr;
 
 // Objects already seen by dl_iterate_phdr, by load address.
 InternalLock g_objects_lock;
-std::set<uintptr_t>* g_seen_objects = nullptr;
+// Objects looked at (registered with the line map or not), by load bias and
+// name: a library loaded where an unloaded one was is another object.
+std::set<std::pair<uintptr_t, std::string>>* g_seen_objects = nullptr;
 
 // Signal virtualization.
 InternalLock g_signal_lock;
@@ -217,11 +219,23 @@ void scan_objects() {
   dladdr(reinterpret_cast<void*>(&scan_objects), &self);
   bool changed = false;
   std::vector<LoadedObject> objects = loaded_objects();
+  // Those unloaded since (dlclose): their addresses are no longer their lines.
+  std::set<std::pair<uintptr_t, std::string>> loaded;
+  for (const LoadedObject& o : objects) loaded.insert({o.bias, o.name});
+  for (auto it = g_seen_objects->begin(); it != g_seen_objects->end();) {
+    if (loaded.count(*it)) {
+      ++it;
+      continue;
+    }
+    g_lines->remove_object(it->second, it->first);
+    it = g_seen_objects->erase(it);
+    changed = true;
+  }
   for (const LoadedObject& o : objects) {
     const char* name = o.name.c_str();
     if (!o.is_main && (!*name || strstr(name, "linux-vdso") || strstr(name, "linux-gate"))) continue;
     if (self.dli_fname && strcmp(name, self.dli_fname) == 0) continue;
-    if (!g_seen_objects->insert(o.bias).second) continue;
+    if (!g_seen_objects->insert({o.bias, o.name}).second) continue;
     if (g_lines->add_object(o.is_main ? "" : o.name, o.bias, o.is_main)) changed = true;
   }
   publish_loaded_objects(std::move(objects));  // for libunwind in program threads
@@ -537,21 +551,14 @@ void report_missing_debug_info() {
 }
 
 // Called by the profiler thread between experiments and every few
-// milliseconds: maps objects loaded (dlopen) since the last look. Cheap when
-// nothing changed: dl_iterate_phdr's load counter is read from the first
-// object only.
+// milliseconds: maps objects loaded (dlopen) since the last look, and
+// forgets those unloaded (dlclose). Cheap when nothing changed: the loader's
+// counters are read from the first object only.
 void poll_objects() {
-  static unsigned long long seen_adds = 0;
-  unsigned long long adds = seen_adds;
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, size_t size, void* data) -> int {
-        if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
-          *static_cast<unsigned long long*>(data) = info->dlpi_adds;
-        return 1;
-      },
-      &adds);
-  if (adds == seen_adds) return;
-  seen_adds = adds;
+  static unsigned long long seen_changes = 0;
+  unsigned long long changes = loader_changes();
+  if (changes == seen_changes) return;
+  seen_changes = changes;
   scan_objects();
   report_missing_debug_info();
 }
@@ -591,7 +598,7 @@ void runtime_init() {
   }
   g_pid = raw_getpid();
   if (!g_threads) g_threads = new std::vector<ThreadState*>();
-  if (!g_seen_objects) g_seen_objects = new std::set<uintptr_t>();
+  if (!g_seen_objects) g_seen_objects = new std::set<std::pair<uintptr_t, std::string>>();
   g_seen_objects->clear();
 
   g_lines = new LineMap(config.binary_scope, config.source_scope);

@@ -123,3 +123,69 @@ def test_the_in_scope_unloaded_library_is_read_from_its_dwarf(top):
     _, rows = top
     assert (rows["unloaded_plugin_6151"]["file"] or "").endswith("/unl_plugin.c"), rows["unloaded_plugin_6151"]
     assert rows["unloaded_dep_6173"]["file"] is None, "outside the binary scope: the symbol table alone"
+
+
+# Two plugins of the same code, one after the other: the second is loaded
+# where the first was (the loader reuses the freed range). Lines are the
+# causal profile's unit: each plugin's samples must go to its own source.
+SAME_PLUGIN = r"""
+#include <time.h>
+static double cpu_s(void) { struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); return t.tv_sec + t.tv_nsec / 1e9; }
+unsigned long plugin_spin(double seconds) {
+  volatile unsigned long x = 0;
+  double end = cpu_s() + seconds;
+  while (cpu_s() < end)
+    for (int i = 0; i < 20000; i++) x = x * 7919 + i; /* PLUGIN_SPIN */
+  return x;
+}
+"""
+
+RELOAD_MAIN = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+static void* run(const char* path, void** base) {
+  void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); return NULL; }
+  unsigned long (*spin)(double) = (unsigned long (*)(double))dlsym(h, "plugin_spin");
+  Dl_info info;
+  if (!spin || !dladdr((void*)spin, &info)) return NULL;
+  *base = info.dli_fbase;
+  spin(0.3);
+  dlclose(h);
+  return h;
+}
+int main(int argc, char** argv) {
+  void *a = NULL, *b = NULL;
+  if (argc < 3 || !run(argv[1], &a) || !run(argv[2], &b)) return 1;
+  printf("%s\n", a == b ? "same address" : "another address");
+  return 0;
+}
+"""
+
+
+def test_a_plugin_loaded_where_an_unloaded_one_was_gets_its_own_lines(tmp_path, libcoz):
+    for name, text in (("plug_a.c", SAME_PLUGIN), ("plug_b.c", SAME_PLUGIN), ("reload.c", RELOAD_MAIN)):
+        (tmp_path / name).write_text(text)
+    for src, out in (("plug_a.c", "libplug_a.so"), ("plug_b.c", "libplug_b.so")):
+        subprocess.run(["cc", "-g", "-O1", "-shared", "-fPIC", str(tmp_path / src), "-o", str(tmp_path / out)],
+                       check=True)
+    subprocess.run(["cc", "-g", "-O1", str(tmp_path / "reload.c"), "-o", str(tmp_path / "reload"), "-ldl"],
+                   check=True)
+    out = tmp_path / "p.coz"
+    r = coz_run(["-o", str(out), "--sampling-only", "--sample-period", "1ms", "-b", "MAIN", "-b", "%libplug_%"],
+                [str(tmp_path / "reload"), str(tmp_path / "libplug_a.so"), str(tmp_path / "libplug_b.so")])
+    assert r.returncode == 0, r.stderr.decode()
+    assert r.stdout.decode().strip() == "same address", "the premise: the second plugin reuses the first's range"
+    counts = {}
+    for rec in (json.loads(line) for line in out.read_text().splitlines()):
+        for part in rec.get("records", []) if rec["type"] == "totals" else []:
+            if part["type"] == "samples":
+                for where, n in part["counts"].items():
+                    source = os.path.basename(where.rsplit(":", 1)[0])
+                    counts[source] = counts.get(source, 0) + n
+    a, b = counts.get("plug_a.c", 0), counts.get("plug_b.c", 0)
+    # 0.3 s of the same code each: about 300 samples each at 1 ms. Before the
+    # fix every sample of the second went to the first's lines (b == 0).
+    assert a >= 100 and b >= 100, counts
+    assert 0.5 < b / a < 2, counts

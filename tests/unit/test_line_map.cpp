@@ -316,6 +316,33 @@ TEST(LineMapFixtures, LoadBiasIsApplied) {
   EXPECT_TRUE(covers(m.ranges_of(l), alpha.addr + bias));
 }
 
+TEST(LineMapFixtures, AnUnloadedObjectsAddressesMapNoLineAndTheNextObjectThereIsRead) {
+  // A plugin unloaded (dlclose), then another loaded at the same address:
+  // the second's code must not be read with the first's lines.
+  const std::string a = kBin + "/lm_dwarf5", b = kBin + "/lm_o2";
+  const uintptr_t bias = 0x7f1234560000;
+  coz::LineMap m({"%lm_%"}, {"%"});
+  ASSERT_TRUE(m.add_object(a, bias, false));
+  Symbol alpha = must_symbol(a, "fixture_alpha");
+  const coz::Line* l = m.lookup(alpha.addr + bias);
+  expect_line(l, kFixtureC, marker_line(kFixtureC, "MARK_ALPHA"));
+  ASSERT_TRUE(covers(m.ranges_of(l), alpha.addr + bias));
+  m.remove_object(a, bias);
+  EXPECT_EQ(m.lookup(alpha.addr + bias), nullptr);
+  EXPECT_FALSE(covers(m.ranges_of(l), alpha.addr + bias));
+  EXPECT_FALSE(covers(m.attributable_ranges(), alpha.addr + bias));
+  EXPECT_EQ(m.find("fixture.c:" + std::to_string(marker_line(kFixtureC, "MARK_ALPHA"))).size(), 0u);
+  // The next object there is registered anew and read with its own table.
+  ASSERT_TRUE(m.add_object(b, bias, false));
+  Symbol use_mix = must_symbol(b, "fixture_use_mix");
+  expect_line(m.lookup(use_mix.addr + bias), kFixtureC, marker_line(kFixtureC, "MARK_INLINE_BODY"));
+  EXPECT_TRUE(covers(m.attributable_ranges(), use_mix.addr + bias));
+  // Removing what is not registered, or the main program, changes nothing.
+  m.remove_object(a, bias);
+  m.remove_object(b, bias + 4096);
+  expect_line(m.lookup(use_mix.addr + bias), kFixtureC, marker_line(kFixtureC, "MARK_INLINE_BODY"));
+}
+
 TEST(LineMapFixtures, OptimizedEntryIsInnermostInlinedLine) {
   // At -O2 the first instruction of fixture_use_mix already belongs to the
   // inlined fixture_mix: the line table's (innermost) line is reported.
