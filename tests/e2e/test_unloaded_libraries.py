@@ -19,17 +19,23 @@ from conftest import REPO, coz_run
 # second on: the program's own 0.1 s first keeps the first flush before the
 # dlopen, and the libraries are gone by the next one (on a quiet machine; a
 # slow one that flushes while they are loaded names them either way).
-DEP = r"""
+def spin_source(function, factor):
+    """C source of `unsigned long FUNCTION(double seconds)`, which spins that
+    much CPU time (its clock read every 20000 steps)."""
+    return r"""
 #include <time.h>
 static double cpu_s(void) { struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); return t.tv_sec + t.tv_nsec / 1e9; }
-unsigned long unloaded_dep_6173(double seconds) {
+unsigned long %s(double seconds) {
   volatile unsigned long x = 0;
   double end = cpu_s() + seconds;
   while (cpu_s() < end)
-    for (int i = 0; i < 20000; i++) x = x * 6173 + i;
+    for (int i = 0; i < 20000; i++) x = x * %d + i;
   return x;
 }
-"""
+""" % (function, factor)
+
+
+DEP = spin_source("unloaded_dep_6173", 6173)
 
 PLUGIN = r"""
 #include <time.h>
@@ -128,17 +134,7 @@ def test_the_in_scope_unloaded_library_is_read_from_its_dwarf(top):
 # Two plugins of the same code, one after the other: the second is loaded
 # where the first was (the loader reuses the freed range). Lines are the
 # causal profile's unit: each plugin's samples must go to its own source.
-SAME_PLUGIN = r"""
-#include <time.h>
-static double cpu_s(void) { struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); return t.tv_sec + t.tv_nsec / 1e9; }
-unsigned long plugin_spin(double seconds) {
-  volatile unsigned long x = 0;
-  double end = cpu_s() + seconds;
-  while (cpu_s() < end)
-    for (int i = 0; i < 20000; i++) x = x * 7919 + i; /* PLUGIN_SPIN */
-  return x;
-}
-"""
+SAME_PLUGIN = spin_source("plugin_spin", 7919)
 
 RELOAD_MAIN = r"""
 #define _GNU_SOURCE
