@@ -295,18 +295,16 @@ def warning_lines(runs):
     """'coz: warning: ...' lines: each distinct runtime warning once, with the
     number of processes (runs) it came from when more than one; at most
     MAX_WARNINGS_PER_CODE distinct messages of one code, then how many more."""
-    seen = {}  # message -> [code, processes]
+    seen = {}  # message -> [code, pids]
     for r in runs:
-        done = set()  # a process counts once per message
+        # A process counts once per message, however many images it exec'd.
+        pid = r.startup.get("pid", id(r))
         for code, message in r.warnings:
-            if message in done:
-                continue
-            done.add(message)
-            entry = seen.setdefault(message, [code, 0])
-            entry[1] += 1
+            seen.setdefault(message, [code, set()])[1].add(pid)
     shown, more = [], {}
     per_code = {}
-    for message, (code, count) in seen.items():
+    for message, (code, pids) in seen.items():
+        count = len(pids)
         per_code[code] = per_code.get(code, 0) + 1
         if per_code[code] > MAX_WARNINGS_PER_CODE:
             more[code] = more.get(code, 0) + 1
@@ -327,7 +325,12 @@ def children_notes(runs):
     than the program itself (`coz run --- sh -c ./app`, a server that forks
     its workers): the profile would otherwise pass for an idle program's."""
     notes = []
+    # A process's counters (getrusage) run on across exec: of the runs of one
+    # pid, the last image's are the whole process's.
+    last = {}
     for r in runs:
+        last[r.startup.get("pid", id(r))] = r
+    for r in last.values():
         c = r.counters or {}
         ch = c.get("children")
         if not isinstance(ch, dict) or ch.get("profiled") is not False:

@@ -206,6 +206,13 @@ def test_each_warning_once_with_the_number_of_processes():
                          "'coz report' lists them all")
     assert len(lines) == run_summary.MAX_WARNINGS_PER_CODE + 2
     assert run_summary.warning_lines([run_with([noprog])]) == ["coz: warning: no progress point was reached"]
+    # The images of one process (exec: a run each, one pid) are one process.
+    images = [run_with([noprog]) for _ in range(3)]
+    for r in images:
+        r.startup["pid"] = 41
+    assert run_summary.warning_lines(images) == ["coz: warning: no progress point was reached"]
+    images[2].startup["pid"] = 42
+    assert run_summary.warning_lines(images) == ["coz: warning: no progress point was reached (in 2 processes)"]
 
 
 def test_summary_line_figures_and_plurals(tmp_path):
@@ -239,8 +246,8 @@ def test_usable_experiments_per_minute_of_wall_time():
 
 
 def test_children_that_did_the_work_unprofiled_are_noted():
-    def run_with(children, own=10_000_000):
-        r = profile.Run("r.coz", 0, "json", {"mode": "sampling-only"})
+    def run_with(children, own=10_000_000, pid=7):
+        r = profile.Run("r.coz", 0, "json", {"mode": "sampling-only", "pid": pid})
         r.counters = {"task_clock_ns": own, "children": children}
         return r
 
@@ -254,6 +261,13 @@ def test_children_that_did_the_work_unprofiled_are_noted():
                                                 own=400_000_000)]) == []
     assert run_summary.children_notes([run_with({"cpu_ns": 40_000_000, "profiled": False}, own=0)]) == []
     assert run_summary.children_notes([run_with(None)]) == []
+    # A process that execs (env, then a shell, then the program) writes a run
+    # per image, its counters running on: only the last image's count.
+    images = [run_with({"cpu_ns": 190_000_000, "profiled": False}, own=68_000_000),
+              run_with({"cpu_ns": 190_000_000, "profiled": False}, own=234_000_000)]
+    assert run_summary.children_notes(images) == []
+    assert len(run_summary.children_notes(images[:1] + [run_with({"cpu_ns": 90_000_000, "profiled": False},
+                                                                 own=10_000_000, pid=8)])) == 2
 
 
 def test_missing_and_unreadable_profiles_are_one_line(tmp_path):
