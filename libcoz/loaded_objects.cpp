@@ -84,6 +84,10 @@ std::vector<LoadedObject> loaded_objects() {
   }
 }
 
+bool is_vdso(const std::string& name) {
+  return name.find("linux-vdso") != std::string::npos || name.find("linux-gate") != std::string::npos;
+}
+
 unsigned long long loader_changes() {
   unsigned long long changes = 0;
   dl_iterate_phdr(

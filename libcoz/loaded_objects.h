@@ -28,6 +28,10 @@ struct LoadedObject {
 // Every loaded object, in the loader's order, the main program first.
 std::vector<LoadedObject> loaded_objects();
 
+// Whether the loader's name for an object is the kernel's vDSO
+// ("linux-vdso.so.1", "linux-gate.so.1" on 32-bit x86): code with no file.
+bool is_vdso(const std::string& name);
+
 // A count that grows whenever an object is loaded or unloaded
 // (dl_iterate_phdr's counters, read from the first object); 0 when the
 // loader keeps none.

@@ -233,7 +233,7 @@ void scan_objects() {
   }
   for (const LoadedObject& o : objects) {
     const char* name = o.name.c_str();
-    if (!o.is_main && (!*name || strstr(name, "linux-vdso") || strstr(name, "linux-gate"))) continue;
+    if (!o.is_main && (!*name || is_vdso(o.name))) continue;
     if (self.dli_fname && strcmp(name, self.dli_fname) == 0) continue;
     if (!g_seen_objects->insert({o.bias, o.name}).second) continue;
     if (g_lines->add_object(o.is_main ? "" : o.name, o.bias, o.is_main)) changed = true;

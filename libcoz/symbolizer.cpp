@@ -53,10 +53,6 @@ std::string symbol_name(const char* name) {
   return demangle(at ? std::string(name, at).c_str() : name);
 }
 
-bool is_vdso(const std::string& path) {
-  return path.find("linux-vdso") != std::string::npos || path.find("linux-gate") != std::string::npos;
-}
-
 // The vDSO has no file: the kernel maps its whole ELF image, section headers
 // and symbol table included, at AT_SYSINFO_EHDR. Read from a copy (libelf
 // may write into an image it is given), made once: the image never changes
