@@ -23,6 +23,7 @@ import stat
 import sys
 
 from .errors import CozError
+from .stat import children_of
 
 # The analysis' rule for a causal curve (analysis.DEFAULT_MIN_POINTS and
 # FIXED_SPEEDUP_MIN_POINTS, which a test keeps equal to these: importing
@@ -332,12 +333,10 @@ def children_notes(runs):
         last[r.startup.get("pid", id(r))] = r
     for r in last.values():
         c = r.counters or {}
-        ch = c.get("children")
-        if not isinstance(ch, dict) or ch.get("profiled") is not False:
+        ch, own = children_of(c), c.get("task_clock_ns")
+        if ch is None or ch["profiled"] or not isinstance(own, int):
             continue
-        cpu, own = ch.get("cpu_ns"), c.get("task_clock_ns")
-        if not isinstance(cpu, int) or not isinstance(own, int):
-            continue
+        cpu = ch["cpu_ns"]
         if cpu >= CHILDREN_NOTE_MIN_NS and cpu > own:
             notes.append(PREFIX + f"child processes used {cpu / 1e9:.2f} s of CPU time, the program "
                                   f"itself {own / 1e9:.2f} s, and are not in the profile: "

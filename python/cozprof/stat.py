@@ -48,7 +48,7 @@ def run_stat(run):
         "context_switches": {"voluntary": vol, "involuntary": invol, "total": vol + invol},
         "page_faults": {"minor": minor, "major": major, "total": minor + major},
         "migrations": c.get("migrations") if isinstance(c.get("migrations"), int) else None,
-        "children": _children(c.get("children")),
+        "children": children_of(c),
         "hardware": dict(hw) if hw else None,
         "hardware_unavailable": c.get("hardware_unavailable") if not hw else None,
         "per_second": {
@@ -61,9 +61,10 @@ def run_stat(run):
     return out
 
 
-def _children(ch):
-    """The record's `children` (CPU time of the child processes waited for,
-    and whether they were profiled), or None in profiles without it."""
+def children_of(counters):
+    """A counters record's `children` (CPU time of the child processes waited
+    for, and whether they were profiled), or None in profiles without it."""
+    ch = counters.get("children")
     if not isinstance(ch, dict) or not isinstance(ch.get("cpu_ns"), int):
         return None
     return {"cpu_ns": ch["cpu_ns"], "profiled": ch.get("profiled") is True}
