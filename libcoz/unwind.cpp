@@ -26,14 +26,25 @@ namespace {
 // read, so a bad unwind stops rather than faults.
 struct Segments {
   int flag;                                             // PF_R: readable, PF_X: code
+  bool with_unloaded;                                   // and the code of objects since unloaded (never read)
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges;  // sorted [start, end)
+  unsigned long long seen_changes = 0;                  // loader_changes() at the last refresh
+  uint64_t seen_unloaded = 0;                           // unloaded_objects_version() at the last refresh
+  bool refreshed = false;
+
+  void add(const LoadedObject& o) {
+    for (const ElfW(Phdr)& ph : o.phdrs)
+      if (ph.p_type == PT_LOAD && ph.p_memsz && (ph.p_flags & flag))
+        ranges.emplace_back(o.bias + ph.p_vaddr, o.bias + ph.p_vaddr + ph.p_filesz);
+  }
 
   void refresh() {
     ranges.clear();
-    for (const LoadedObject& o : loaded_objects())
-      for (const ElfW(Phdr)& ph : o.phdrs)
-        if (ph.p_type == PT_LOAD && ph.p_memsz && (ph.p_flags & flag))
-          ranges.emplace_back(o.bias + ph.p_vaddr, o.bias + ph.p_vaddr + ph.p_filesz);
+    for (const LoadedObject& o : loaded_objects()) add(o);
+    // A stack sampled before a dlclose is read after it: its frames in the
+    // unloaded library are code all the same.
+    if (with_unloaded)
+      for (const LoadedObject& o : unloaded_objects()) add(o);
     std::sort(ranges.begin(), ranges.end());
   }
 
@@ -46,18 +57,28 @@ struct Segments {
 
   bool readable(uintptr_t a, size_t len) {
     if (contains(a, len)) return true;
-    refresh();  // a library loaded since
+    // A library loaded (or unloaded) since: looked up again only then, so
+    // that addresses in no object (code the program generated, a garbage
+    // frame) do not each copy the loader's list. Without the loader's
+    // counters, always.
+    const unsigned long long changes = loader_changes();
+    const uint64_t unloaded = with_unloaded ? unloaded_objects_version() : 0;
+    if (refreshed && changes && changes == seen_changes && unloaded == seen_unloaded) return false;
+    seen_changes = changes;
+    seen_unloaded = unloaded;
+    refreshed = true;
+    refresh();
     return contains(a, len);
   }
 };
 
 Segments& segments() {
-  static Segments* s = new Segments{PF_R, {}};  // the profiler thread's only
+  static Segments* s = new Segments{PF_R, false, {}};  // the profiler thread's only
   return *s;
 }
 
 Segments& code_segments() {
-  static Segments* s = new Segments{PF_X, {}};
+  static Segments* s = new Segments{PF_X, true, {}};
   return *s;
 }
 
@@ -131,6 +152,12 @@ unw_addr_space_t copy_space() {
 
 bool code_address(uintptr_t pc) { return code_segments().readable(pc, 1); }
 
+uint32_t code_frames(const uintptr_t* pcs, uint32_t n) {
+  for (uint32_t i = 1; i < n; i++)
+    if (!code_address(pcs[i] + 1)) return i;  // pcs[i] is a return address moved back one byte
+  return n;
+}
+
 size_t unwind_copy(const StackCopy& copy, uintptr_t* pcs, size_t max, bool* truncated) {
   *truncated = false;
   size_t n = 0;
@@ -153,6 +180,8 @@ size_t unwind_copy(const StackCopy& copy, uintptr_t* pcs, size_t max, bool* trun
 #else
 
 bool code_address(uintptr_t) { return true; }
+
+uint32_t code_frames(const uintptr_t*, uint32_t n) { return n; }
 
 size_t unwind_copy(const StackCopy& copy, uintptr_t* pcs, size_t max, bool* truncated) {
   *truncated = false;

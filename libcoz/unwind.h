@@ -29,10 +29,17 @@ struct StackCopy {
   size_t size = 0;
 };
 
-// Whether `pc` is in the executable code of a loaded object (a sanity check
-// of callchains the kernel builds from frame pointers, which in code without
-// them reads any stack word as a return address).
+// Whether `pc` is in the executable code of a loaded object, or of one the
+// program has unloaded since (a sanity check of callchains: the kernel's,
+// built from frame pointers, reads any stack word as a return address in
+// code without them, and libunwind, where it finds no unwind information,
+// guesses from the frame pointer too). The profiler thread's.
 bool code_address(uintptr_t pc);
+
+// How many of a callchain's frames (innermost first, the sampled IP then
+// return addresses moved back into their call) to keep: up to the first
+// return address outside code, the rest being read from a bad frame.
+uint32_t code_frames(const uintptr_t* pcs, uint32_t n);
 
 // Innermost first: the sampled IP, then return addresses moved back into
 // their call instruction. Returns how many; *truncated when `max` cut it.

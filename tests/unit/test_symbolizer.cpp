@@ -4,8 +4,10 @@
 #include "symbolizer.h"
 #include "loaded_objects.h"
 #include "stacks.h"
+#include "unwind.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -99,14 +101,32 @@ TEST(Symbolizer, TheVdsoIsNamedFromItsImageInMemory) {
   ASSERT_NE(h, nullptr) << dlerror();
   void* fn = dlsym(h, "__vdso_clock_gettime");
   ASSERT_NE(fn, nullptr) << dlerror();
+  Dl_info info;
+  void* entry = nullptr;
+  ASSERT_NE(dladdr1(fn, &info, &entry, RTLD_DL_SYMENT), 0);
+  const auto* sym = static_cast<const ElfW(Sym)*>(entry);
+  ASSERT_NE(sym, nullptr);
+  ASSERT_GT(sym->st_size, 16u);
   coz::Symbolizer s([](const std::string&, bool) { return true; });
-  for (uintptr_t pc : {reinterpret_cast<uintptr_t>(fn), reinterpret_cast<uintptr_t>(fn) + 5}) {
+  // Its first bytes and its last (after its fallback's syscall, where a
+  // CPU-time clock's call is sampled on its way back from the kernel).
+  const auto start = reinterpret_cast<uintptr_t>(fn), end = start + sym->st_size;
+  for (uintptr_t pc : {start, start + 5, end - 16, end - 1}) {
     coz::Symbolized r = s.symbolize(pc);
     EXPECT_NE(r.object.find("linux-vdso"), std::string::npos) << r.object;
-    ASSERT_EQ(r.frames.size(), 1u);
+    ASSERT_EQ(r.frames.size(), 1u) << "at +0x" << std::hex << pc - start;
     EXPECT_EQ(r.frames[0].function, "__vdso_clock_gettime");
     EXPECT_EQ(r.frames[0].file, "");
     EXPECT_EQ(r.symbol_start, reinterpret_cast<uintptr_t>(fn));  // one location for the function
+  }
+  // After the loader's list changed (a library loaded and unloaded), read again.
+  void* lib = dlopen((kBin + "/liblm_fixture.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  dlclose(lib);
+  for (uintptr_t pc = start; pc < end; pc++) {
+    coz::Symbolized r = s.symbolize(pc);
+    ASSERT_EQ(r.frames.size(), 1u) << "at +0x" << std::hex << pc - start << " after the loader's list changed";
+    EXPECT_EQ(r.frames[0].function, "__vdso_clock_gettime");
   }
 }
 
@@ -221,6 +241,27 @@ TEST(Symbolizer, ALibraryUnloadedBeforeTheLookIsReadFromItsFile) {
   EXPECT_EQ(r.frames[0].function, "fixture_lib_fn");
   EXPECT_EQ(r.frames[0].file, "");
   EXPECT_EQ(r.symbol_start, fn);
+}
+
+TEST(Symbolizer, TheCodeOfAnUnloadedLibraryStaysCodeForTheCallchainCheck) {
+  // A stack sampled before a dlclose is checked after it (code_frames):
+  // its frames in the library must not read as garbage.
+  LibraryCopy kept("libcoz_codecheck_6163.so"), plain("libcoz_codecheck_6167.so");
+  void* h = dlopen(kept.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* g = dlopen(plain.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_TRUE(h && g) << dlerror();
+  const auto fn = reinterpret_cast<uintptr_t>(dlsym(h, "fixture_lib_fn"));
+  const auto gn = reinterpret_cast<uintptr_t>(dlsym(g, "fixture_lib_fn"));
+  ASSERT_TRUE(fn && gn && fn != gn);
+  EXPECT_TRUE(coz::code_address(fn + 1));
+  EXPECT_TRUE(coz::code_address(gn + 1));
+  ASSERT_EQ(runtime_dlclose(h), 0) << dlerror();
+  ASSERT_EQ(dlclose(g), 0) << dlerror();  // unloaded without the runtime's hook: forgotten
+  EXPECT_FALSE(coz::code_address(16));  // a miss, the loader's counters moved: the ranges read again
+  EXPECT_TRUE(coz::code_address(fn + 1));
+  EXPECT_FALSE(coz::code_address(gn + 1));
+  const uintptr_t chain[] = {gn, fn, gn, fn};  // the leaf is the sampled IP, never checked
+  EXPECT_EQ(coz::code_frames(chain, 4), 2u);
 }
 
 TEST(Symbolizer, ADlcloseThatLeavesTheLibraryLoadedKeepsNoCopy) {
@@ -385,4 +426,56 @@ TEST(StackTable, FlushesGrowApartUpToTenMinutes) {
   EXPECT_EQ(flushes(600), 52);
   EXPECT_EQ(flushes(86400), 211);
   EXPECT_LT(flushes(86400), 5 * flushes(600));
+}
+
+namespace {
+// objdump's names of a file's PLT stubs ("strlen@plt"), by address, read
+// from `objdump -dC`: the known answer, from the tool users compare with.
+std::map<uintptr_t, std::string> objdump_plt(const std::string& path, const char* section) {
+  std::map<uintptr_t, std::string> out;
+  const std::string cmd = "objdump -dC -j " + std::string(section) + " '" + path + "' 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char line[4096];
+  while (fgets(line, sizeof line, p)) {
+    char* end = nullptr;
+    const unsigned long long addr = strtoull(line, &end, 16);
+    if (end == line || strncmp(end, " <", 2) != 0) continue;
+    std::string name(end + 2);
+    name = name.substr(0, name.rfind(">:"));
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, "@plt") == 0) out[addr] = name;
+  }
+  pclose(p);
+  return out;
+}
+}  // namespace
+
+TEST(Symbolizer, APltStubIsNamedForTheFunctionItCalls) {
+  // A loop around a library call samples in the call's stub, which no
+  // symbol covers: named as objdump names it, not left as an address.
+  const coz::LoadedObject main_object = coz::loaded_objects().front();
+  char exe[4096];
+  const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  ASSERT_GT(len, 0);
+  exe[len] = 0;
+  std::map<uintptr_t, std::string> stubs = objdump_plt(exe, ".plt.sec");
+  const bool sec = !stubs.empty();
+  if (!sec) stubs = objdump_plt(exe, ".plt");
+  ASSERT_GE(stubs.size(), 3u) << "objdump -dC found no PLT stubs in " << exe;
+  coz::Symbolizer outside([](const std::string&, bool) { return false; });
+  size_t i = 0, checked = 0;
+  for (const auto& [addr, name] : stubs) {
+    if (i++ % 16 != 0 && i != stubs.size()) continue;  // every 16th, and the last
+    const coz::Symbolized s = outside.symbolize(main_object.bias + addr + 6);
+    ASSERT_EQ(s.frames.size(), 1u) << name;
+    EXPECT_EQ(s.frames[0].function, name);
+    checked++;
+  }
+  EXPECT_GE(checked, 2u);
+  if (!sec) {
+    // The first stub of .plt calls the loader's resolver: no function's.
+    const coz::Symbolized s = outside.symbolize(main_object.bias + stubs.begin()->first - 16 + 4);
+    ASSERT_EQ(s.frames.size(), 1u);
+    EXPECT_EQ(s.frames[0].function, "[plt]");
+  }
 }

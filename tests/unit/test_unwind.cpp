@@ -99,3 +99,19 @@ TEST(Unwind, DepthIsCapped) {
   EXPECT_EQ(coz::unwind_copy(g_copy, pcs, 2, &truncated), 2u);
   EXPECT_TRUE(truncated);
 }
+
+namespace {
+TEST(Unwind, AChainIsKeptUpToItsFirstReturnAddressOutsideCode) {
+  // libunwind guesses a caller from the frame pointer where it finds no
+  // unwind information, and the kernel's chain reads any stack word in code
+  // without frame pointers: a stack address then reads as a return address.
+  int on_stack = 0;
+  const auto code = reinterpret_cast<uintptr_t>(&unwind_level1);
+  const auto stack = reinterpret_cast<uintptr_t>(&on_stack);
+  const uintptr_t chain[] = {code, code + 4, stack, code + 8};
+  EXPECT_EQ(coz::code_frames(chain, 4), 2u);
+  const uintptr_t good[] = {stack, code + 4, code + 8};  // the sampled IP itself is not checked
+  EXPECT_EQ(coz::code_frames(good, 3), 3u);
+  EXPECT_EQ(coz::code_frames(good, 0), 0u);
+}
+}  // namespace

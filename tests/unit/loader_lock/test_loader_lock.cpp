@@ -157,7 +157,7 @@ TEST(LoaderLock, SymbolizingLooksUpObjectsWithoutAllocatingInside) {
 TEST(LoaderLock, TheUnwindersCodeCheckLooksUpObjectsWithoutAllocatingInside) {
   long n = allocs_during([] {
     EXPECT_TRUE(coz::code_address(reinterpret_cast<uintptr_t>(&marker_function)));
-    EXPECT_FALSE(coz::code_address(16));  // not found: looked up again
+    EXPECT_FALSE(coz::code_address(16));  // not found: the loader's counters read again
   });
   EXPECT_EQ(n, 0);
 }
