@@ -25,12 +25,11 @@ read is not a profile: that is an error.
 """
 
 import itertools
-import json
 import os
-import re
 import stat
 
 from .errors import CozError
+from .jsonline import raw_decode as _raw_decode
 
 FORMAT_VERSION = 1
 MAX_LINE_WARNINGS = 5      # malformed records listed one by one per file; the rest are counted
@@ -385,7 +384,6 @@ def _load_file(profile, path, unknown, skip_prefixes=()):
     parser.apply_totals()
 
 
-_DECODER = json.JSONDecoder()
 _LEGACY_TYPES = ("startup", "experiment", "throughput-point", "progress-point", "latency-point",
                  "samples", "runtime", "shutdown")
 
@@ -449,7 +447,7 @@ class _Parser:
         lines = text.split("\n")
         last = len(lines) - 1
         cut = bool(lines[last])  # no final newline: the last line may be cut short
-        raw_decode = _DECODER.raw_decode
+        raw_decode = _raw_decode
         on_json = self._json_record
         on_tsv = self._legacy_record
         read = 0       # records read
@@ -537,6 +535,8 @@ class _Parser:
                 text = f.read()
         except OSError:
             return
+        import json  # only here and in _salvage: the summary's reading avoids it (jsonline.py)
+
         for line in text.splitlines():
             try:
                 rec = json.loads(line)
@@ -565,6 +565,8 @@ class _Parser:
         written right after it, on the same line: read that one."""
         if line[0] != "{":
             return False
+        import json
+
         at = line.find('{"type":', 1)
         while at != -1:
             try:
@@ -812,7 +814,7 @@ class _Parser:
             if "samples" in fields:
                 rec["samples"] = int(fields["samples"])
             self._current("legacy").shutdown = rec
-        elif _LEGACY_NAME.fullmatch(t) and len(parts) > 1:
+        elif _legacy_name(t) and len(parts) > 1:
             self._unknown("record", t[:40])
             raise _Unknown()
         else:
@@ -824,7 +826,13 @@ def _shown(text):
     return text if len(text) <= 40 else text[:40] + "..."
 
 
-_LEGACY_NAME = re.compile(r"[a-z][a-z0-9_-]*")
+_LEGACY_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def _legacy_name(word):
+    """Whether `word` is a name as upstream's records spell them: [a-z][a-z0-9_-]*
+    (without re: see jsonline.py)."""
+    return bool(word) and "a" <= word[0] <= "z" and all(c in _LEGACY_NAME_CHARS for c in word)
 
 
 def _upstream_duration(v):

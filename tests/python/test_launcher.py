@@ -202,6 +202,24 @@ def test_the_installed_command_imports_neither_re_nor_enum_before_the_program(st
     assert not before & {"re", "enum", "json", "argparse", "cozprof.profile"}
 
 
+def test_the_summarys_reading_imports_neither_json_re_nor_enum(tmp_path):
+    # After the program's end the summary reads the profile. json (with re and
+    # enum) took 11 ms of a fresh interpreter, longer than a short program runs:
+    # the launcher's import of them, started with the program, ended after it.
+    prof = tmp_path / "p.coz"
+    prof.write_text('{"type":"startup","version":1,"pid":1,"mode":"sampling-only"}\n'
+                    '{"type":"shutdown","time_ns":2,"samples":1,"lost_records":0,"reason":"exit"}\n')
+    code = ("import sys\nbefore = set(sys.modules)\nfrom cozprof import run_summary\n"
+            "run_summary.prepare()\n"
+            f"runs = run_summary.load_tail({str(prof)!r}, 0)\n"
+            "assert len(runs) == 1 and runs[0].shutdown['samples'] == 1, runs\n"
+            "print(sorted(m for m in ('json', 're', 'enum') if m in sys.modules and m not in before))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30,
+                       env=dict(os.environ, PYTHONPATH=PYTHON_PATH))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "[]", r.stdout
+
+
 def test_the_summarys_imports_are_done_while_the_program_runs(monkeypatch):
     # run_summary.prepare: the profile parser is imported after the program has
     # started and before the launcher waits for it, so neither its start nor the
