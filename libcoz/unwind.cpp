@@ -30,7 +30,6 @@ struct Segments {
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges;  // sorted [start, end)
   unsigned long long seen_changes = 0;                  // loader_changes() at the last refresh
   uint64_t seen_unloaded = 0;                           // unloaded_objects_version() at the last refresh
-  bool refreshed = false;
 
   void add(const LoadedObject& o) {
     for (const ElfW(Phdr)& ph : o.phdrs)
@@ -60,13 +59,13 @@ struct Segments {
     // A library loaded (or unloaded) since: looked up again only then, so
     // that addresses in no object (code the program generated, a garbage
     // frame) do not each copy the loader's list. Without the loader's
-    // counters, always.
+    // counters, always. (The first look always reads it: the counters,
+    // where kept, count the main program's load, and start above 0.)
     const unsigned long long changes = loader_changes();
     const uint64_t unloaded = with_unloaded ? unloaded_objects_version() : 0;
-    if (refreshed && changes && changes == seen_changes && unloaded == seen_unloaded) return false;
+    if (changes && changes == seen_changes && unloaded == seen_unloaded) return false;
     seen_changes = changes;
     seen_unloaded = unloaded;
-    refreshed = true;
     refresh();
     return contains(a, len);
   }
