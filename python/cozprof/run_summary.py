@@ -292,6 +292,12 @@ def _n(count, word, plural=None):
     return f"{count} {word if count == 1 else (plural or word + 's')}"
 
 
+def _process(run):
+    """The process a run's image belongs to: its pid (a process that execs
+    writes a run per image, one pid), or the run itself in a profile without one."""
+    return run.startup.get("pid", id(run))
+
+
 def warning_lines(runs):
     """'coz: warning: ...' lines: each distinct runtime warning once, with the
     number of processes (runs) it came from when more than one; at most
@@ -299,7 +305,7 @@ def warning_lines(runs):
     seen = {}  # message -> [code, pids]
     for r in runs:
         # A process counts once per message, however many images it exec'd.
-        pid = r.startup.get("pid", id(r))
+        pid = _process(r)
         for code, message in r.warnings:
             seen.setdefault(message, [code, set()])[1].add(pid)
     shown, more = [], {}
@@ -330,7 +336,7 @@ def children_notes(runs):
     # pid, the last image's are the whole process's.
     last = {}
     for r in runs:
-        last[r.startup.get("pid", id(r))] = r
+        last[_process(r)] = r
     for r in last.values():
         c = r.counters or {}
         ch, own = children_of(c), c.get("task_clock_ns")
