@@ -135,12 +135,21 @@ def parse_args(argv):
 def main(argv=None):
     if argv is not None:
         return _main(argv)
+    warmup = None
+    if sys.argv[1:2] == ["run"]:
+        from . import library
+
+        warmup = library.start_perf_warmup()
     # The command's own streams: no traceback for a character the locale's
     # encoding lacks, file names' bytes as typed (output.py).
     from . import output
 
     output.install()
-    status = _main(sys.argv[1:])
+    try:
+        status = _main(sys.argv[1:])
+    finally:
+        if warmup is not None:
+            library.stop_perf_warmup(warmup)
     if sys.argv[1:2] == ["run"]:
         _end_now(status)
     return status

@@ -19,6 +19,7 @@ except ImportError:  # an interpreter without CPython's module split
     import signal
 
 from . import run_summary
+from .library import find_library
 from .errors import EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, CozError
 
 SEPARATOR = "---"
@@ -372,26 +373,6 @@ def build_env(args, library, base_env=None, launcher_pid=None):
         # runtime keeps printing them.
         env["COZ_WARN_STDERR"] = "0"
     return env
-
-
-def find_library(env=None):
-    """Absolute path of libcoz.so: $COZ_LIBRARY, the build tree, or package data."""
-    env = os.environ if env is None else env
-    given = env.get("COZ_LIBRARY")
-    if given:
-        if not os.path.isfile(given):
-            raise CozError(f"COZ_LIBRARY names '{given}', which is not a file",
-                           hint="point COZ_LIBRARY at a built libcoz.so, or unset it")
-        return os.path.abspath(given)
-    here = os.path.dirname(os.path.abspath(__file__))
-    candidates = [os.path.join(here, "..", "..", "build", "libcoz", "libcoz.so"),
-                  os.path.join(here, "lib", "libcoz.so")]
-    for c in candidates:
-        if os.path.isfile(c):
-            return os.path.realpath(c)
-    raise CozError("cannot find libcoz.so",
-                   hint="build it with 'cmake -S . -B build && cmake --build build' in the "
-                        "source tree, or set COZ_LIBRARY=/path/to/libcoz.so")
 
 
 def resolve_program(name, env=None):

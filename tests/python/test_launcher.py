@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from conftest import REPO
-from cozprof import cli, launcher
+from cozprof import cli, launcher, library
 from cozprof.errors import CozError
 
 PYTHON_PATH = os.path.join(REPO, "python")
@@ -404,7 +404,7 @@ def test_a_library_the_loader_would_refuse_exits_125_before_the_program(elf_file
 
 
 def test_find_library_not_found(monkeypatch, tmp_path):
-    monkeypatch.setattr(launcher, "__file__", str(tmp_path / "a" / "b" / "launcher.py"))
+    monkeypatch.setattr(library, "__file__", str(tmp_path / "a" / "b" / "library.py"))
     with pytest.raises(CozError) as ei:
         launcher.find_library({})
     assert "cannot find libcoz.so" in str(ei.value) and "cmake" in ei.value.hint

@@ -1,0 +1,105 @@
+"""coz-perf-warmup, the helper `coz run` starts before its program
+(libcoz/perf_warmup.c): it holds one idle perf event of its own while the
+command runs, holds nothing of the launcher's or the program's, gives the
+program nothing, and ends with the command however the command ends. Its
+purpose, a shorter wait before a cold run's main, is a speed goal: measured by
+benchmarks/overhead.py (the `_cold` modes), not here."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from conftest import BUILD, REPO, coz_run
+
+HELPER = os.path.join(BUILD, "libcoz", "coz-perf-warmup")
+
+# Run as the profiled program: its launcher's other children (the helper) and
+# their descriptors, then its own descriptors. It waits for the helper's event
+# (the helper may not have run yet on a busy host).
+SIBLINGS = r"""
+for c in $(cat /proc/$PPID/task/*/children); do
+  [ "$c" = "$$" ] && continue
+  i=0
+  while [ ! -e /proc/$c/fd/3 ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done
+  echo "helper $c $(readlink /proc/$c/exe)"
+  for f in /proc/$c/fd/*; do echo "hfd ${f##*/} $(readlink $f)"; done
+done
+for f in /proc/$$/fd/*; do echo "pfd ${f##*/} $(readlink $f)"; done
+"""
+
+
+def _gone(pid):
+    """True once `pid` has ended (no process, or a zombie nobody reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_the_helper_holds_one_idle_event_and_nothing_else_while_the_program_runs(libcoz, tmp_path):
+    assert os.access(HELPER, os.X_OK), f"{HELPER} is missing: build the project first"
+    # The command inherits a descriptor (a caller's 9>file): the helper must not keep it.
+    with open(tmp_path / "inherited", "w") as extra:
+        r = coz_run(["--sampling-only", "-o", str(tmp_path / "w.coz")], ["sh", "-c", SIBLINGS], cwd=tmp_path,
+                    pass_fds=(extra.fileno(),))
+    assert r.returncode == 0, r.stderr.decode()
+    lines = [line.split(" ", 2) for line in r.stdout.decode().splitlines()]
+    helpers = [(int(pid), exe) for kind, pid, exe in lines if kind == "helper"]
+    assert [exe for _, exe in helpers] == [os.path.realpath(HELPER)], r.stdout
+    held = {int(fd): target for kind, fd, target in lines if kind == "hfd"}
+    assert set(held) == {0, 1, 2, 3}, held
+    assert held[0].startswith("pipe:[") and held[1] == held[2] == "/dev/null"
+    assert held[3] == "anon_inode:[perf_event]"
+    # The program has none of it: not the pipe whose end tells the helper to go.
+    program_fds = {target for kind, _, target in lines if kind == "pfd"}
+    assert held[0] not in program_fds, program_fds
+    # The launcher ended it and reaped it before it exited.
+    assert _gone(helpers[0][0])
+
+
+def test_the_helper_ends_when_the_launcher_is_killed(libcoz, tmp_path):
+    env = dict(os.environ, COZ_LIBRARY=libcoz,
+               PYTHONPATH=os.path.join(REPO, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.Popen([sys.executable, "-m", "cozprof", "run", "--sampling-only", "-o",
+                          str(tmp_path / "k.coz"), "---", "sh", "-c", "echo ready $$; exec sleep 60"],
+                         env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    program = None
+    try:
+        line = p.stdout.readline()
+        assert line.startswith(b"ready "), (line, p.stderr.read() if p.poll() is not None else b"")
+        program = int(line.split()[1])
+        with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+            helpers = [int(c) for c in f.read().split() if int(c) != program]
+        assert len(helpers) == 1 and os.readlink(f"/proc/{helpers[0]}/exe") == os.path.realpath(HELPER)
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while not _gone(helpers[0]) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _gone(helpers[0]), "the helper outlived its launcher"
+    finally:
+        if p.poll() is None:
+            p.kill()
+        if program is not None:
+            try:
+                os.kill(program, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        p.stdout.close()
+        p.stderr.close()
+
+
+def test_a_runtime_without_the_helper_beside_it_runs_as_before(libcoz, tmp_path):
+    # A libcoz.so copied elsewhere ($COZ_LIBRARY): no helper to start, nothing said.
+    alone = tmp_path / "lib" / "libcoz.so"
+    alone.parent.mkdir()
+    shutil.copy(libcoz, alone)
+    r = coz_run(["--sampling-only", "-o", str(tmp_path / "a.coz")], ["sh", "-c", SIBLINGS], cwd=tmp_path,
+                env={"COZ_LIBRARY": str(alone)})
+    assert r.returncode == 0, r.stderr.decode()
+    assert not [line for line in r.stdout.decode().splitlines() if line.startswith("helper ")], r.stdout
+    assert b"coz-perf-warmup" not in r.stderr and b"Traceback" not in r.stderr
