@@ -154,13 +154,16 @@ inline bool lock_kind_holds(LockKind k) {
 // not wait, and the hold is not timed (one count and the hold sampler's
 // countdown); or its table overflowed and the acquisition sampler passes
 // this one over (its countdown). Everything else is the out-of-line *_slow
-// (locks.cpp).
+// (locks.cpp). Forced inline: GCC kept lock_acquired out of line in the
+// interposed pthread_mutex_lock, and that call at every acquisition was most
+// of the counters' cost on locks_oversync (pinned, 7 to 9 rounds: +16% beside
+// the run without counters, +4% to +8% inlined; docs/benchmarks.md).
 using LockClock = uint64_t (*)();
 void lock_acquired_slow(ThreadState* t, LockKind kind, const void* object, uintptr_t caller, bool contended,
                         uint64_t waited_ns, LockClock clock, bool sampled = false);
 void lock_released_slow(LockTable* tab, const void* object, LockClock clock);
 
-inline void lock_acquired(ThreadState* t, LockKind kind, const void* object, uintptr_t caller, bool contended,
+__attribute__((always_inline)) inline void lock_acquired(ThreadState* t, LockKind kind, const void* object, uintptr_t caller, bool contended,
                           uint64_t waited_ns, LockClock clock = lock_ticks) {
   LockTable* tab = t->locks;
   if (tab && !contended) {

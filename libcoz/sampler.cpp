@@ -811,8 +811,8 @@ void sampler_forget(ThreadState* t) {
   t->bp_count = 0;
 }
 
-void stamp_wake(ThreadState* t, const void* object) {
-  if (!shared().paying.load(std::memory_order_relaxed) || !t->enter()) return;
+void stamp_wake_paying(ThreadState* t, const void* object) {
+  if (!t->enter()) return;
   add_hits(t, drain_perf(t, nullptr));
   record_wake_stamp(t, object);
   t->leave();

@@ -72,8 +72,13 @@ void sampler_forget(ThreadState* t);
 void process_samples(ThreadState* t, void* uc);
 // The same, paying nothing, and then records the thread's delay count as
 // the wake stamp of `object` (delays.h): before a release or a signal whose
-// debt is paid after it.
-void stamp_wake(ThreadState* t, const void* object);
+// debt is paid after it. Only while experiments run: the check is inline, so
+// that a run without them (sampling-only, locks-only) pays no call at every
+// unlock.
+void stamp_wake_paying(ThreadState* t, const void* object);
+inline void stamp_wake(ThreadState* t, const void* object) {
+  if (shared().paying.load(std::memory_order_relaxed)) stamp_wake_paying(t, object);
+}
 
 // The timer sampler's signal: the interrupted context is the sample, worth
 // 1 + `overrun` periods (si_overrun). Safe in signal context.
