@@ -22,8 +22,9 @@
 #include <unistd.h>
 
 int main(void) {
-  /* None of the launcher's inherited descriptors (a caller's pipe among
-   * them) stays open here: the helper outlives nothing but the launcher. */
+  /* None of the descriptors the launcher inherited stays open here: the
+   * helper needs none, and a caller that waits for the end of a pipe it gave
+   * `coz run` (a shell's $(...)) must not wait for the helper too. */
   if (close_range(3, ~0U, 0) != 0) {
     for (long fd = 3, max = sysconf(_SC_OPEN_MAX); fd < max && fd < 65536; ++fd)
       close((int)fd);
