@@ -68,15 +68,20 @@ def build(programs_dir):
     return _build
 
 
+def coz_env(extra=None):
+    """The environment of `python -m cozprof` in these tests: this checkout's
+    package and runtime, then `extra`."""
+    env = dict(os.environ)
+    env["COZ_LIBRARY"] = LIBCOZ
+    env["PYTHONPATH"] = os.path.join(REPO, "python") + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra or {})
+    return env
+
+
 def coz_run(args, command, cwd=None, env=None, timeout=120, **kw):
     """Runs `coz run ARGS --- COMMAND` through the real CLI (python -m cozprof)."""
-    full_env = dict(os.environ)
-    full_env["COZ_LIBRARY"] = LIBCOZ
-    full_env["PYTHONPATH"] = os.path.join(REPO, "python") + os.pathsep + full_env.get("PYTHONPATH", "")
-    if env:
-        full_env.update(env)
     cmd = [sys.executable, "-m", "cozprof", "run", *args, "---", *command]
-    return subprocess.run(cmd, cwd=cwd, env=full_env, timeout=timeout, capture_output=True, **kw)
+    return subprocess.run(cmd, cwd=cwd, env=coz_env(env), timeout=timeout, capture_output=True, **kw)
 
 
 def records(path):

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import LIBCOZ, REPO, build_program, ready_pid, records
+from conftest import REPO, build_program, coz_env, ready_pid, records
 from hostile_common import FAST, assert_same_behaviour, run_both
 
 sys.path.insert(0, os.path.join(REPO, "python"))
@@ -52,7 +52,7 @@ def test_perf_event_refused_by_seccomp_falls_back_to_timers(tmp_path):
     # Signals keep working with the runtime's own timers on SIGRTMAX-3 too.
     plain = subprocess.run([noperf, exe], capture_output=True, timeout=60)
     profiled = subprocess.run([noperf, sys.executable, "-m", "cozprof", "run", *FAST, "-o",
-                               str(tmp_path / "p.coz"), "---", exe], capture_output=True, env=_env(), timeout=60)
+                               str(tmp_path / "p.coz"), "---", exe], capture_output=True, env=coz_env(), timeout=60)
     check_all_ok(plain)
     assert_same_behaviour(plain, profiled)
     assert profiled.stderr.count(b"perf_event_open refused: Permission denied") == 1
@@ -60,7 +60,7 @@ def test_perf_event_refused_by_seccomp_falls_back_to_timers(tmp_path):
     spin = build_program("hostile_crash", tmp_path)
     out = tmp_path / "t.coz"
     proc = subprocess.Popen([noperf, sys.executable, "-m", "cozprof", "run", *FAST, "-o", str(out), "---",
-                             spin, "wait"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+                             spin, "wait"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=coz_env())
     line = proc.stdout.readline()
     assert line.startswith(b"ready")
     os.kill(int(line.split()[1]), signal.SIGTERM)
@@ -77,19 +77,11 @@ def test_perf_event_refused_by_seccomp_falls_back_to_timers(tmp_path):
     assert recs[-1]["type"] == "shutdown" and recs[-1]["reason"] == "SIGTERM"
 
 
-def _env(extra=None):
-    env = dict(os.environ)
-    env["COZ_LIBRARY"] = LIBCOZ
-    env["PYTHONPATH"] = os.path.join(REPO, "python") + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(extra or {})
-    return env
-
-
 def _start(command, profiled, out=None, group=False):
     cmd = command
     if profiled:
         cmd = [sys.executable, "-m", "cozprof", "run", *FAST, "-o", str(out), "---", *command]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=coz_env(),
                             preexec_fn=no_core, start_new_session=group)
 
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from conftest import BUILD, REPO, coz_run
+from conftest import BUILD, coz_env, coz_run, ready_pid
 
 HELPER = os.path.join(BUILD, "libcoz", "coz-perf-warmup")
 
@@ -62,16 +62,12 @@ def test_the_helper_holds_one_idle_event_and_nothing_else_while_the_program_runs
 
 
 def test_the_helper_ends_when_the_launcher_is_killed(libcoz, tmp_path):
-    env = dict(os.environ, COZ_LIBRARY=libcoz,
-               PYTHONPATH=os.path.join(REPO, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.Popen([sys.executable, "-m", "cozprof", "run", "--sampling-only", "-o",
                           str(tmp_path / "k.coz"), "---", "sh", "-c", "echo ready $$; exec sleep 60"],
-                         env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         env=coz_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     program = None
     try:
-        line = p.stdout.readline()
-        assert line.startswith(b"ready "), (line, p.stderr.read() if p.poll() is not None else b"")
-        program = int(line.split()[1])
+        program = ready_pid(p)
         with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
             helpers = [int(c) for c in f.read().split() if int(c) != program]
         assert len(helpers) == 1 and os.readlink(f"/proc/{helpers[0]}/exe") == os.path.realpath(HELPER)

@@ -14,22 +14,16 @@ import time
 
 import pytest
 
-from conftest import LIBCOZ, REPO, build_program, ready_pid, records
+from conftest import build_program, coz_env, ready_pid, records
 
 from cozprof import profile
 
 COUNTS = ("samples", "stack_counts", "locks", "runtime")
 
 
-def _env():
-    env = dict(os.environ, COZ_LIBRARY=LIBCOZ)
-    env["PYTHONPATH"] = os.path.join(REPO, "python") + os.pathsep + env.get("PYTHONPATH", "")
-    return env
-
-
 def _start(exe, out, mode_flag, group=False):
     cmd = [sys.executable, "-m", "cozprof", "run", mode_flag, "-o", str(out), "---", exe, "wait"]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=coz_env(),
                             start_new_session=group)
 
 
