@@ -163,8 +163,9 @@ void lock_acquired_slow(ThreadState* t, LockKind kind, const void* object, uintp
                         uint64_t waited_ns, LockClock clock, bool sampled = false);
 void lock_released_slow(LockTable* tab, const void* object, LockClock clock);
 
-__attribute__((always_inline)) inline void lock_acquired(ThreadState* t, LockKind kind, const void* object, uintptr_t caller, bool contended,
-                          uint64_t waited_ns, LockClock clock = lock_ticks) {
+__attribute__((always_inline)) inline void lock_acquired(ThreadState* t, LockKind kind, const void* object,
+                                                        uintptr_t caller, bool contended, uint64_t waited_ns,
+                                                        LockClock clock = lock_ticks) {
   LockTable* tab = t->locks;
   if (tab && !contended) {
     if (tab->last_object == reinterpret_cast<uintptr_t>(object) && tab->last_caller == caller) {

@@ -135,8 +135,9 @@ def parse_args(argv):
 def main(argv=None):
     if argv is not None:
         return _main(argv)
+    running = sys.argv[1:2] == ["run"]
     warmup = None
-    if sys.argv[1:2] == ["run"]:
+    if running:
         from . import library
 
         warmup = library.start_perf_warmup()
@@ -150,7 +151,7 @@ def main(argv=None):
     finally:
         if warmup is not None:
             library.stop_perf_warmup(warmup)
-    if sys.argv[1:2] == ["run"]:
+    if running:
         _end_now(status)
     return status
 

@@ -63,9 +63,8 @@ def start_perf_warmup():
 
 
 def stop_perf_warmup(warmup):
-    """End the helper (its standard input ends) and reap it."""
-    if warmup is None:
-        return
+    """End the helper that start_perf_warmup started (its standard input ends)
+    and reap it."""
     pid, hold = warmup
     os.close(hold)
     try:
