@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from conftest import (PROGRAMS, REPO, build_program, chain_times, coz_run, line_result, precise_slope, records,
+from conftest import (PROGRAMS, build_program, chain_times, coz_env, coz_run, line_result, precise_slope, records,
                       share_bound)
 
 from cozprof.profile import load
@@ -77,9 +77,7 @@ def test_timer_sampler_earns_every_elapsed_period(tmp_path):
     noperf = build_program("hostile_noperf", tmp_path)
     exe = chain(tmp_path)
     line = marker("chain_work", "WORK")
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"),
-               COZ_LIBRARY=os.path.join(os.environ.get("COZ_BUILD_DIR", os.path.join(REPO, "build")),
-                                        "libcoz", "libcoz.so"))
+    env = coz_env()
 
     def profile(i):
         out = tmp_path / f"t{i}.coz"

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import LIBCOZ, PROGRAMS, REPO, coz_run, records
+from conftest import PROGRAMS, coz_env, coz_run, records
 from hostile_common import preloaded_env
 
 
@@ -113,8 +113,7 @@ def _low_fds(argv, close_stdout):
     """What low_fds reports of its low descriptors, run from a shell with its
     standard output closed or not."""
     cmd = " ".join(shlex.quote(a) for a in argv) + (" >&-" if close_stdout else " >/dev/null")
-    env = dict(os.environ, COZ_LIBRARY=LIBCOZ, PYTHONPATH=os.path.join(REPO, "python"))
-    r = subprocess.run(["sh", "-c", cmd], capture_output=True, timeout=120, env=env)
+    r = subprocess.run(["sh", "-c", cmd], capture_output=True, timeout=120, env=coz_env())
     assert r.returncode == 0, r.stderr.decode()
     (line,) = [x for x in r.stderr.decode().splitlines() if x.startswith("low_fds open:")]
     return line
