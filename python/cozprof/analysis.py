@@ -308,19 +308,30 @@ def thread_breakdown(profile):
             start, end = t.get("start_ns"), t.get("end_ns")
             wall = end - start if isinstance(start, int) and isinstance(end, int) and end > start else 0
             cpu = t.get("cpu_clock_ns")
-            if not isinstance(cpu, int):
-                cpu = t.get("cpu_ns") if isinstance(t.get("cpu_ns"), int) else 0
+            if isinstance(cpu, int):
+                # The thread's clock also ran through the pauses that held its CPU
+                # (virtual speedup's, in a program whose threads wait for one): the
+                # profiler's time, not the program's. The sampled cpu_ns leaves
+                # them out already.
+                cpu -= _count(t.get("paused_cpu_ns"))
+            else:
+                cpu = _count(t.get("cpu_ns"))
             # The main thread's clock counts from the process's start, before its
             # record's start_ns (the loader, constructors): a short program's read
             # over 100% of its wall time.
-            cpu = min(cpu, wall)
+            cpu = max(0, min(cpu, wall))
             waits = t.get("wait_ns") if isinstance(t.get("wait_ns"), dict) else {}
-            wait_ns = {k: waits[k] if isinstance(waits.get(k), int) and waits[k] > 0 else 0
-                       for k in profile_mod.WAIT_KINDS}
+            wait_ns = {k: _count(waits.get(k)) for k in profile_mod.WAIT_KINDS}
             out.append({"run": i, "tid": t["tid"], "thread": str(t.get("thread", "")),
                         "group": str(t.get("group", "")), "wall_ns": wall, "cpu_ns": cpu,
-                        "wait_ns": wait_ns, "rest_ns": max(0, wall - cpu - sum(wait_ns.values()))})
+                        "wait_ns": wait_ns, "paused_ns": min(_count(t.get("paused_ns")), wall),
+                        "rest_ns": max(0, wall - cpu - sum(wait_ns.values()))})
     return out
+
+
+def _count(v):
+    """A record's count of nanoseconds: 0 when absent, not an integer, or negative."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
 
 def thread_groups(threads):
@@ -331,9 +342,9 @@ def thread_groups(threads):
         if g is None:
             g = groups[t["group"]] = {"group": t["group"], "threads": 0, "wall_ns": 0, "cpu_ns": 0,
                                       "wait_ns": {k: 0 for k in profile_mod.WAIT_KINDS},
-                                      "rest_ns": 0}
+                                      "paused_ns": 0, "rest_ns": 0}
         g["threads"] += 1
-        for k in ("wall_ns", "cpu_ns", "rest_ns"):
+        for k in ("wall_ns", "cpu_ns", "paused_ns", "rest_ns"):
             g[k] += t[k]
         for k, v in t["wait_ns"].items():
             g["wait_ns"][k] += v

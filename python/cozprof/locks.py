@@ -649,26 +649,32 @@ def _best_causal(sections):
 
 def thread_groups(threads):
     """Per thread group (the function threads were started with): threads,
-    lifetime, CPU, waits, and SyncPerf's computing time (lifetime minus the
-    time spent waiting for other threads: locks and synchronization)."""
+    lifetime, CPU, waits, the profiler's pauses, and SyncPerf's computing time
+    (lifetime minus the time spent waiting for other threads, locks and
+    synchronization, and minus the profiler's pauses)."""
     groups = {}
     for t in threads:
         name = t.get("group") if isinstance(t.get("group"), str) else "?"
         g = groups.get(name)
         if g is None:
             g = groups[name] = {"group": name, "threads": 0, "lifetime_ns": 0, "cpu_ns": 0,
-                                "wait_ns": {}, "sync_wait_ns": 0, "computing_ns": 0}
+                                "wait_ns": {}, "sync_wait_ns": 0, "paused_ns": 0, "computing_ns": 0}
         start, end = _nonneg(t.get("start_ns", 0)), _nonneg(t.get("end_ns", 0))
         life = max(0, end - start)
         waits = t.get("wait_ns") if isinstance(t.get("wait_ns"), dict) else {}
         sync = min(life, sum(_nonneg(waits.get(k, 0)) for k in SYNC_WAITS))
+        # The profiler's pauses (virtual speedup's delays, in a causal run) are
+        # not the group's work: a group that paid more of them would read as
+        # computing longer.
+        paused = min(life - sync, _nonneg(t.get("paused_ns", 0)))
         g["threads"] += 1
         g["lifetime_ns"] += life
         g["cpu_ns"] += _nonneg(t.get("cpu_ns", 0))
         for k, v in waits.items():
             g["wait_ns"][k] = g["wait_ns"].get(k, 0) + _nonneg(v)
         g["sync_wait_ns"] += sync
-        g["computing_ns"] += life - sync
+        g["paused_ns"] += paused
+        g["computing_ns"] += life - sync - paused
     for g in groups.values():
         life = g["lifetime_ns"]
         g["waiting_share"] = g["sync_wait_ns"] / life if life else 0.0

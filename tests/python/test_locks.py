@@ -598,6 +598,19 @@ def test_pipeline_with_equal_pools_and_unequal_work_is_imbalanced(tmp_path):
     assert "stage1 1, stage2 2, stage3 3" in f["suggestion"]
 
 
+def test_the_profilers_pauses_are_no_groups_computing_time(tmp_path):
+    # In a causal run the group that pays more of virtual speedup's delays would
+    # read as computing longer: its pauses come off its computing time.
+    life = 2 * E9
+    ts = [thread(10, "paying", life, sync_ns=E9 // 2), thread(20, "free", life, sync_ns=E9 // 2)]
+    ts[0]["paused_ns"] = E9 // 4
+    ts[1]["paused_ns"] = 3 * E9  # more than the rest of its lifetime: all of it
+    g = {x["group"]: x for x in analyse(write_profile(tmp_path / "p.coz", threads=ts))["load_imbalance"]["groups"]}
+    assert (g["paying"]["paused_ns"], g["paying"]["computing_ns"]) == (E9 // 4, life - E9 // 2 - E9 // 4)
+    assert (g["free"]["paused_ns"], g["free"]["computing_ns"]) == (life - E9 // 2, 0)
+    assert g["paying"]["waiting_share"] == pytest.approx(0.25)
+
+
 def test_groups_waiting_alike_are_not_imbalanced(tmp_path):
     ts = [thread(i, f"g{i % 2}", E9, sync_ns=int(E9 * (0.30 + 0.1 * (i % 2)))) for i in range(4)]
     r = analyse(write_profile(tmp_path / "p.coz", threads=ts))
