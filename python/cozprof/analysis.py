@@ -18,6 +18,11 @@ FIXED_SPEEDUP_MIN_POINTS = 2  # runs with --fixed-speedup measure 0 and one spee
 CI_LEVEL = estimator.CI_LEVEL
 PREDICT_AT = (0.25, 0.5, 1.0)
 DRIFT_MIN_BASELINES = estimator.DRIFT_MIN_BASELINES  # 0% experiments before drift is looked for
+# Above this share of their runnable time spent waiting for a CPU, the program's
+# threads outnumber the CPUs they get, and the report says that predictions are
+# least reliable there (docs/analysis.md, "More threads than cores"). The runtime
+# calls a program crowded at the same 10% (libcoz/delays.h, kSleepShareMin).
+CPU_WAIT_WARN_SHARE = 0.10
 
 
 def analyze_files(paths, all_runs=False, **opts):
@@ -91,6 +96,13 @@ def analyze(profile, phase_correction=True, progress_point=None, min_points=DEFA
                         "buffer was full")
 
     threads = thread_breakdown(profile)
+    waited = cpu_wait_share(threads)
+    if lines and waited is not None and waited > CPU_WAIT_WARN_SHARE:
+        warnings.append(f"the program's threads waited for a CPU {waited * 100:.0f}% of the time they "
+                        "were runnable (more runnable threads than CPUs, or other work on them): "
+                        "there virtual speedup predicts least reliably, off by several points either "
+                        "way on this project's benchmarks (docs/analysis.md, \"More threads than "
+                        "cores\"); check a small difference with a real change before acting on it")
     return {
         "schema": SCHEMA,
         "profiles": list(profile.paths),
@@ -112,6 +124,7 @@ def analyze(profile, phase_correction=True, progress_point=None, min_points=DEFA
             "dropped_samples": stats["dropped_samples"],
             "runtime_ns": runtime_ns,
             "runs_left_out": len(getattr(profile, "left_out", ())),
+            "cpu_wait_share": waited,
         },
         "warnings": warnings,
         "diagnosis": None if lines else _diagnosis(profile, usable, partial, points, omitted,
@@ -327,6 +340,15 @@ def thread_breakdown(profile):
                         "wait_ns": wait_ns, "paused_ns": min(_count(t.get("paused_ns")), wall),
                         "rest_ns": max(0, wall - cpu - sum(wait_ns.values()))})
     return out
+
+
+def cpu_wait_share(threads):
+    """Of the time the threads were runnable (on the CPU, or preempted waiting for
+    one), the share they waited: their `sched` time over it, summed over every
+    thread; None without thread records (or time)."""
+    cpu = sum(t["cpu_ns"] for t in threads)
+    sched = sum(t["wait_ns"]["sched"] for t in threads)
+    return sched / (cpu + sched) if cpu + sched > 0 else None
 
 
 def _count(v):
