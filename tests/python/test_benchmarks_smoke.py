@@ -250,3 +250,20 @@ def test_real_xz_short(build_dir, libcoz):
 
 def _failures_of_real(summary, who):
     return [f for f in summary["failures"] if f["profiler"] == who]
+
+
+def test_fixed_series_measures_the_real_and_the_predicted_curve_with_thread_times(build_dir, libcoz):
+    """fixed_series.py, one round at 0 and 50%, ours beside the same build
+    named "again": a real speedup and one prediction per build at each
+    speedup, and each thread group's times."""
+    cmd = [sys.executable, os.path.join(BENCH, "fixed_series.py"), "--build", build_dir,
+           "--reps", "1", "--speedups", "0,50", "--also", f"again={libcoz}",
+           "over_pipeline", "STAGE3", "s3=200000", "items=300"]
+    status, s, shown = _run_script(cmd, "fixed_series", libcoz)
+    assert status == 0, shown
+    assert s["line"] == benchlib.key_line("over_pipeline", "STAGE3"), shown
+    assert s["real"]["0"] == 0 and -1 < s["real"]["50"] < 1, shown
+    for build in ("ours", "again"):
+        assert len(s["predicted"][build]["50"]) == 1, shown
+        assert re.search(rf"^# {build} at 50%: delay / wall 0\.[0-9]+", shown, re.M), shown
+    assert re.search(r"^#   stage3 +[0-9.]+ ", shown, re.M), shown
