@@ -172,6 +172,7 @@ void add_hits(ThreadState* t, uint64_t weight_ns) {
   uint64_t pct = shared().speedup_pct.load(std::memory_order_relaxed);
   if (!pct) return;
   sync_epoch(t);
+  t->hit_epoch = t->epoch;
   t->local_delay += weight_ns * pct / 100;
   raise_global(t->local_delay);
 }
@@ -240,6 +241,17 @@ void catch_up(ThreadState* t) {
   // nothing yet; post_block settles what it owes or is credited.
   if (t->blocked || !shared().paying.load(std::memory_order_acquire)) return;
   sync_epoch(t);
+  // A thread that has not run the selected unit in this experiment has its
+  // preemptions' credit before it pays: its next sample is no hit that would
+  // count that time again, and one that pays at every queue operation would
+  // otherwise have paid the delay before the sample granted the credit
+  // (docs/analysis.md, "A preemption's credit before the debt is paid").
+  if (t->hit_epoch != t->epoch && t->preempt_credit_ns) {
+    uint64_t c = t->preempt_credit_ns;
+    t->preempt_credit_ns = 0;
+    t->preempt_credit_early_ns = 0;
+    grant_preempted(t, c);
+  }
   uint64_t global = shared().global_delay.load(std::memory_order_relaxed);
   if (global <= t->local_delay) return;
   uint64_t owed = global - t->local_delay;

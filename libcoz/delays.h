@@ -129,8 +129,10 @@ uint64_t delay_inserted_between(uint64_t from_ns, uint64_t to_ns);
 // length (had the line been faster, the CPU it waited for would have come
 // free that much sooner). The credit is held until the thread's next sample
 // (settle_preempted): a sample of the selected line already counts the time
-// its thread sat preempted before it, in the hit. Not while the thread held
-// its CPU in a pause (that pause's wall time is paid).
+// its thread sat preempted before it, in the hit. A thread that has not run
+// the selected unit in the current experiment has the credit sooner, at its
+// next payment (catch_up): its next sample is no such hit. Not while the
+// thread held its CPU in a pause (that pause's wall time is paid).
 // `early`: its credit is settled at the thread's next wake's look
 // (settle_preempted_by_wake), not at its next sample.
 void note_preempted(ThreadState* t, uint64_t from_ns, uint64_t to_ns, bool early = false);

@@ -8,6 +8,8 @@
 // sampler.cpp's header).
 #pragma once
 
+#include <linux/perf_event.h>
+
 #include <csignal>
 #include <cstring>
 #include <cstdint>
@@ -70,6 +72,12 @@ void sampler_forget(ThreadState* t);
 // `uc` is the interrupted context when called from the sample signal's
 // handler (its newest sample is then unwound from it), else null.
 void process_samples(ThreadState* t, void* uc);
+// [sig] Whether the thread's perf ring holds records it has not read (a
+// sample, a switch record).
+inline bool ring_has_records(const ThreadState* t) {
+  const perf_event_mmap_page* page = t->page;
+  return page && __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE) != page->data_tail;
+}
 // The same, paying nothing, and then records the thread's delay count as
 // the wake stamp of `object` (delays.h): before a release or a signal whose
 // debt is paid after it. Only while experiments run: the check is inline, so

@@ -187,6 +187,7 @@ struct ThreadState {
   uint64_t pause_to_ns[kPauseWindows] = {};
   uint32_t pause_next = 0;
   uint64_t epoch = 0;        // experiment these counts belong to
+  uint64_t hit_epoch = 0;    // the last experiment in which it ran the selected unit (add_hits)
   // Mutexes held (pthread and C11, taken through the wrappers): while any
   // is, debts under kDeferInMutexNs wait for the last one's release.
   uint32_t mutexes_held = 0;

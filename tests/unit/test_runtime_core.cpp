@@ -483,6 +483,9 @@ TEST_F(Delays, AWakesLookSettlesOnlyTheEarlyPreemptionCredit) {
   ThreadState runner, early, late;
   sync_epoch(&early);
   sync_epoch(&late);
+  add_hits(&early, ms(2));  // both ran the line earlier in this experiment: their next
+  add_hits(&late, ms(2));   // sample could be a hit that counts the preemption itself
+  add_hits(&runner, ms(2));
   const uint64_t from = g_fake_now;
   g_fake_now += ms(2);
   add_hits(&runner, ms(4));  // 2 ms inserted while both sat preempted
@@ -496,6 +499,33 @@ TEST_F(Delays, AWakesLookSettlesOnlyTheEarlyPreemptionCredit) {
   EXPECT_EQ(g_slept_total, ms(2)) << "paid: the credit waits for its next sample";
   EXPECT_EQ(late.preempt_credited_ns.load(), 0u);
   EXPECT_EQ(late.preempt_credit_ns, ms(2)) << "held for its next sample";
+}
+
+// A thread that has not run the line in this experiment (a pipeline stage
+// beside the one that runs it) has its preemption's credit before it pays,
+// at its next payment: its next sample is no hit that would count the time
+// again, and a thread that pays at every queue operation had paid the delay
+// by the time its sample granted the credit (over_pipeline's pace-setting
+// stage: 0.02 s credited of about 0.5 s preempted). One that has run it
+// still waits for its sample.
+TEST_F(Delays, AThreadThatHasNotRunTheLineHasItsPreemptionCreditBeforeItPays) {
+  ThreadState runner, beside, runs_too;
+  sync_epoch(&beside);
+  sync_epoch(&runs_too);
+  add_hits(&runs_too, ms(2));
+  add_hits(&runner, ms(2));  // level with runs_too
+  const uint64_t from = g_fake_now;
+  g_fake_now += ms(2);
+  add_hits(&runner, ms(4));  // 2 ms inserted while both sat preempted
+  note_preempted(&beside, from, g_fake_now);
+  note_preempted(&runs_too, from, g_fake_now);
+  catch_up(&beside);
+  EXPECT_EQ(g_slept_total, ms(1)) << "3 ms inserted in all, 2 ms of them credited";
+  EXPECT_EQ(beside.preempt_credited_ns.load(), ms(2));
+  EXPECT_EQ(beside.preempt_credit_ns, 0u) << "not granted again at its sample";
+  catch_up(&runs_too);
+  EXPECT_EQ(g_slept_total, ms(1) + ms(2)) << "its credit waits for its next sample";
+  EXPECT_EQ(runs_too.preempt_credit_ns, ms(2));
 }
 
 // Early only when the program's unblocked threads and the one a wake may
