@@ -60,7 +60,7 @@ def thread_rows(threads):
     from cozprof import analysis
 
     rows = {}
-    breakdown = {(t["tid"]): t for t in analysis.thread_breakdown(_Fake(threads))}
+    breakdown = {b["tid"]: b for b in analysis.thread_breakdown(_OneRun(threads))}
     for t in threads:
         b = breakdown[t["tid"]]
         g = rows.setdefault(b["group"] or "?", [0.0] * 6)
@@ -72,8 +72,8 @@ def thread_rows(threads):
     return rows
 
 
-class _Fake:
-    """The one attribute analysis.thread_breakdown reads of a profile."""
+class _OneRun:
+    """A profile of one run with these thread records: what analysis.thread_breakdown reads."""
 
     def __init__(self, threads):
         self.runs = [type("Run", (), {"threads": threads})()]
