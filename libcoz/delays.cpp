@@ -246,12 +246,7 @@ void catch_up(ThreadState* t) {
   // count that time again, and one that pays at every queue operation would
   // otherwise have paid the delay before the sample granted the credit
   // (docs/analysis.md, "A preemption's credit before the debt is paid").
-  if (t->hit_epoch != t->epoch && t->preempt_credit_ns) {
-    uint64_t c = t->preempt_credit_ns;
-    t->preempt_credit_ns = 0;
-    t->preempt_credit_early_ns = 0;
-    grant_preempted(t, c);
-  }
+  if (t->hit_epoch != t->epoch && t->preempt_credit_ns) settle_preempted(t, /*hit=*/false);
   uint64_t global = shared().global_delay.load(std::memory_order_relaxed);
   if (global <= t->local_delay) return;
   uint64_t owed = global - t->local_delay;
