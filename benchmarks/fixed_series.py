@@ -39,10 +39,12 @@ EXPERIMENT_LENGTH = "100ms"
 
 def rates(path, point):
     """(progress per second of wall time, per second of wall time less delay,
-    delay over wall time, thread records) of a profile's whole experiments."""
-    from cozprof import profile
+    delay over wall time, [(thread record, its breakdown)]) of a profile of
+    one run, its whole experiments pooled."""
+    from cozprof import analysis, profile
 
-    run = profile.load([path]).runs[-1]
+    prof = profile.load([path])
+    run = prof.runs[-1]
     exps = [e for e in run.experiments if not e.partial]
     if point is None:
         point = next((p.name for e in exps for p in e.progress if p.kind == "throughput"), None)
@@ -51,18 +53,17 @@ def rates(path, point):
     delay = sum(e.delay_ns for e in exps)
     if not wall or wall <= delay:
         raise benchlib.BenchError(f"{path}: no usable experiment (wall {wall} ns, delay {delay} ns)")
-    return progress / wall * 1e9, progress / (wall - delay) * 1e9, delay / wall, run.threads
+    # thread_breakdown reads every run of the profile, in order: this one only.
+    threads = list(zip(run.threads, analysis.thread_breakdown(prof)))
+    return progress / wall * 1e9, progress / (wall - delay) * 1e9, delay / wall, threads
 
 
 def thread_rows(threads):
     """Per thread group: the program's CPU, sched, blocked, paused, held CPU and
-    credited, in seconds (docs/profile-format.md, `thread`)."""
-    from cozprof import analysis
-
+    credited, in seconds (docs/profile-format.md, `thread`), from rates()'
+    (record, breakdown) pairs."""
     rows = {}
-    breakdown = {b["tid"]: b for b in analysis.thread_breakdown(_OneRun(threads))}
-    for t in threads:
-        b = breakdown[t["tid"]]
+    for t, b in threads:
         g = rows.setdefault(b["group"] or "?", [0.0] * 6)
         waits = b["wait_ns"]
         blocked = sum(v for k, v in waits.items() if k != "sched")
@@ -70,13 +71,6 @@ def thread_rows(threads):
                                t.get("paused_cpu_ns", 0), t.get("preempt_credited_ns", 0))):
             g[i] += v / 1e9
     return rows
-
-
-class _OneRun:
-    """A profile of one run with these thread records: what analysis.thread_breakdown reads."""
-
-    def __init__(self, threads):
-        self.runs = [type("Run", (), {"threads": threads})()]
 
 
 def main():
