@@ -121,6 +121,10 @@ void Profiler::add_candidates(const Sample& smp, const Line* l, bool cpu, uint64
   // The samples of one drain are a few ms apart at most, against the
   // pool's 0.5 s half-life: one clock read per drain dates them all.
   const bool undisturbed = !(smp.flags & kSampleDelaying);
+  if (!candidates_.empty()) {
+    if (!first_candidate_ns_) first_candidate_ns_ = drain_ns_;
+    if (undisturbed) undisturbed_periods_ += periods;
+  }
   for (const Target* t : candidates_) {
     if (undisturbed) recent_.add(t, static_cast<double>(periods), drain_ns_);
     recent_all_.add(t, static_cast<double>(periods), drain_ns_);
@@ -772,6 +776,12 @@ void Profiler::write_counters() {
   writer_->counters(c);
 }
 
+bool Profiler::can_choose() const {
+  if (experiments_started_ || fixed_) return true;
+  if (!first_candidate_ns_) return false;
+  return undisturbed_periods_ >= kLeastChoicePeriods || drain_ns_ - first_candidate_ns_ >= kLongestChoiceWaitNs;
+}
+
 const Target* Profiler::pick() {
   uint32_t draw = static_cast<uint32_t>(rng_());
   // Only while no undisturbed sample exists yet (a --fixed-speedup run
@@ -821,7 +831,7 @@ void Profiler::run() {
   Shared& s = shared();
   while (!stopping()) {
     drain();
-    const Target* target = fixed_ ? fixed_ : pick();
+    const Target* target = fixed_ ? fixed_ : can_choose() ? pick() : nullptr;
     if (!target) {
       wait_slice(kSliceNs);
       maybe_flush_stacks();
@@ -830,6 +840,7 @@ void Profiler::run() {
     std::vector<AddrRange> ranges = fixed_ ? fixed_ranges_ : targets_.ranges(target);
     int speedup = config_.fixed_speedup >= 0 ? config_.fixed_speedup : choose_speedup(static_cast<uint32_t>(rng_()));
     publish_scope();  // ranges_of read every in-scope table: the hit test now sees exactly what is attributed
+    experiments_started_++;
     run_one_experiment(target, ranges, speedup);
     if (config_.end_to_end || stopping()) break;
     write_periodic();

@@ -190,6 +190,15 @@ class Profiler {
   // recent samples' lines (functions, call sites: --unit), drawn in
   // proportion to their samples.
   const Target* pick();
+  // Whether the first experiment may choose its unit: once the samples
+  // taken with no delay inserted stand for kLeastChoicePeriods periods, or
+  // kLongestChoiceWaitNs after the first sample with a unit (a program
+  // whose samples are mostly out of scope). A unit drawn from the first
+  // sample or two is drawn by chance: a run once chose the first visit of
+  // COZ_PROGRESS, the line of its first sample, which ran once.
+  static constexpr uint64_t kLeastChoicePeriods = 16;
+  static constexpr uint64_t kLongestChoiceWaitNs = 100000000;
+  bool can_choose() const;
 
 
  private:
@@ -213,6 +222,9 @@ class Profiler {
   Targets targets_;
   RecentTargets recent_;      // targets of samples taken while no delay was inserted
   RecentTargets recent_all_;  // of every sample
+  uint64_t undisturbed_periods_ = 0;  // periods of the samples added to recent_, all time
+  uint64_t first_candidate_ns_ = 0;   // drain_ns_ of the first sample with a unit; 0: none yet
+  uint64_t experiments_started_ = 0;
   std::vector<const Target*> candidates_;  // scratch
   uint64_t drain_ns_ = 0;  // CLOCK_MONOTONIC at the start of the current drain(): the samples' age
   std::unordered_map<uintptr_t, const Line*> pc_cache_;

@@ -104,8 +104,7 @@ uint64_t record_sample(ThreadState* t, Sample* smp) {
     hit_ns = smp->weight_ns + smp->wait_ns;
     s.selected_samples.fetch_add(1, std::memory_order_relaxed);
   }
-  if (s.paying.load(std::memory_order_relaxed) && s.speedup_pct.load(std::memory_order_relaxed))
-    smp->flags |= kSampleDelaying;
+  if (experiment_delaying()) smp->flags |= kSampleDelaying;
   if (!t->ring.push(*smp)) t->dropped_samples.fetch_add(1, std::memory_order_relaxed);
   return hit_ns;
 }

@@ -46,7 +46,7 @@ const RangeSet* make_range_set(std::vector<AddrRange> ranges);
 // their call instruction), the CPU time it stands for, and flags.
 constexpr size_t kMaxFrames = 64;  // deeper stacks keep their innermost 64 frames (counted as truncated)
 enum SampleFlags : uint32_t {
-  kSampleDelaying = 1,   // taken while an experiment inserted delays (other threads were paused)
+  kSampleDelaying = 1,   // taken after the running experiment inserted delays (other threads were paused)
   kSampleTruncated = 2,  // the callchain was deeper than kMaxFrames
   // Its callers are the kernel's frame-pointer chain, not unwound: the
   // profiler thread keeps them only as far as their addresses are code.
@@ -355,6 +355,15 @@ struct Shared {
 // constructor runs. Inline, so that the interposed calls' checks are a load.
 extern Shared g_shared;
 inline Shared& shared() { return g_shared; }
+// [sig] Whether the running experiment (or its cool-off) has inserted
+// delays: the samples taken from then on are disturbed (kSampleDelaying).
+// A sped-up experiment whose unit has not run yet, or never runs, has
+// paused nobody.
+inline bool experiment_delaying() {
+  return g_shared.paying.load(std::memory_order_relaxed) && g_shared.speedup_pct.load(std::memory_order_relaxed) &&
+         g_shared.global_delay.load(std::memory_order_relaxed) >
+             g_shared.epoch_start_global.load(std::memory_order_relaxed);
+}
 // A thread enters (+1) or leaves (-1) the program's unblocked threads.
 inline void count_unblocked(int delta) {
   if (g_shared.delays.load(std::memory_order_relaxed))

@@ -20,6 +20,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <chrono>
 #include <ctime>
 #include <functional>
 #include <fstream>
@@ -597,6 +598,44 @@ TEST(LineMapInProcess, LineChoiceIgnoresSamplesTakenWhileOthersWerePaused) {
   ASSERT_NE(a, nullptr);
   for (int i = 0; i < 50; i++) EXPECT_EQ(p.pick()->line, a);
   EXPECT_EQ(line_choice_fn_a(1) + line_choice_fn_b(1), 11);
+}
+
+// The first experiment waits for 16 periods of undisturbed samples, or
+// 100 ms after the first sample with a line: a line drawn from the first
+// sample or two is drawn by chance.
+TEST(LineMapInProcess, TheFirstLineIsChosenFromSixteenPeriodsOfSamples) {
+  uintptr_t bias = 0;
+  dl_iterate_phdr(main_object_bias, &bias);
+  coz::LineMap m({"MAIN"}, {"%"});
+  ASSERT_TRUE(m.add_object("", bias, true));
+  coz::ThreadState t;
+  coz::Sample smp;
+  smp.n = 1;
+  smp.pcs[0] = reinterpret_cast<uintptr_t>(&line_choice_fn_a);
+  coz::ProfilerHooks hooks;
+  hooks.for_each_thread = [&](const std::function<void(coz::ThreadState*)>& fn) { fn(&t); };
+  coz::ProfileWriter w;
+  coz::Profiler p(coz::Config{}, &m, &w, hooks);
+  EXPECT_FALSE(p.can_choose()) << "no sample yet";
+  for (int i = 0; i < 3; i++) ASSERT_TRUE(t.ring.push(smp));
+  smp.flags = coz::kSampleDelaying;  // disturbed samples do not count
+  for (int i = 0; i < 30; i++) ASSERT_TRUE(t.ring.push(smp));
+  p.drain();
+  EXPECT_FALSE(p.can_choose()) << "3 undisturbed periods";
+  smp.flags = 0;
+  for (int i = 0; i < 13; i++) ASSERT_TRUE(t.ring.push(smp));
+  p.drain();
+  EXPECT_TRUE(p.can_choose()) << "16 undisturbed periods";
+
+  coz::ThreadState t2;
+  hooks.for_each_thread = [&](const std::function<void(coz::ThreadState*)>& fn) { fn(&t2); };
+  coz::Profiler q(coz::Config{}, &m, &w, hooks);
+  ASSERT_TRUE(t2.ring.push(smp));
+  q.drain();
+  EXPECT_FALSE(q.can_choose()) << "1 period, just taken";
+  std::this_thread::sleep_for(std::chrono::milliseconds(110));
+  q.drain();
+  EXPECT_TRUE(q.can_choose()) << "1 period, 110 ms ago";
 }
 
 // A thread that ends while a drain looks at it (after the drain read its

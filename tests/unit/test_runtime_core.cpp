@@ -223,6 +223,23 @@ TEST_F(Delays, HitsRaiseLocalAndGlobalWithoutPausing) {
   EXPECT_EQ(g_slept_total, 0u) << "the thread that ran the line owes nothing";
 }
 
+// Line choice skips the samples taken while the others were paused, and
+// only those: until the unit runs, a sped-up experiment pauses nobody (a
+// run whose first experiments sped up a line that never ran again kept
+// their samples out of line choice, and drew 4 of its 16 lines from its
+// first few samples).
+TEST_F(Delays, SamplesAreDisturbedOnceTheExperimentHasDelayed) {
+  ThreadState a;
+  EXPECT_FALSE(experiment_delaying()) << "no hit yet";
+  add_hits(&a, ms(2));
+  EXPECT_TRUE(experiment_delaying());
+  shared().speedup_pct.store(0);
+  EXPECT_FALSE(experiment_delaying()) << "a speedup of 0 delays nobody";
+  shared().speedup_pct.store(50);
+  shared().paying.store(false);
+  EXPECT_FALSE(experiment_delaying()) << "between experiments";
+}
+
 TEST_F(Delays, OtherThreadsPayTheDifferenceOnce) {
   ThreadState a, b;
   sync_epoch(&b);
