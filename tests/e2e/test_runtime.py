@@ -156,26 +156,30 @@ TWO_THREADS_EXPERIMENT = "250ms"
 
 
 def measure_two_threads_real(exe, out):
-    """Real program speedups of two_threads: {"long_25", "long_75", "short_50", "period_ms"}.
+    """Real program speedups of two_threads: {"long_25", "long_75", "long_90",
+    "short_50", "period_ms"}.
 
-    One run takes four settings in turn, round by round: as profiled, LONG
+    One run takes five settings in turn, round by round: as profiled, LONG
     with 3/4 of its work (sped up by 25%), LONG with 1/4 (by 75%: shorter
-    than SHORT, where the gain stops), SHORT with half of its work. The run
+    than SHORT, where the gain stops when the CPUs are free), LONG with 1/10
+    (by 90%: beside other work, LONG's time on a CPU still slows SHORT, and
+    the gain goes on rising), SHORT with half of its work. The run
     is under `coz run --fixed-speedup 0` (sampling and experiments, no
     delay), so that rounds pay what starting two sampled threads costs, as
     they do in the profiled runs: that cost dilutes the gain."""
     long_us, short_us = TWO_THREADS_US
     settings = [(long_us, short_us), (long_us * 3 // 4, short_us), (long_us // 4, short_us),
-                (long_us, short_us // 2)]
+                (long_us // 10, short_us), (long_us, short_us // 2)]
     r = coz_run(["--fixed-speedup", "0", "-o", str(out)],
                 [exe, TWO_THREADS_REAL_MS, *[str(v) for s in settings for v in s]])
     assert r.returncode == 0, r.stderr.decode()
     # Median rounds: a round stalled for long (the machine busy elsewhere, the
     # profiler reading debug information at start) does not move them.
     period = [s["median_round_ns"] for s in printed(r.stdout, "setting")]
-    assert len(period) == 4, r.stdout
+    assert len(period) == 5, r.stdout
     return {"long_25": 1 - period[1] / period[0], "long_75": 1 - period[2] / period[0],
-            "short_50": 1 - period[3] / period[0], "period_ms": period[0] / 1e6}
+            "long_90": 1 - period[3] / period[0], "short_50": 1 - period[4] / period[0],
+            "period_ms": period[0] / 1e6}
 
 
 @pytest.fixture(scope="module")
@@ -237,13 +241,18 @@ def waited_for_cpu(run):
 
 def real_curve(real, s):
     """The real program speedup of two_threads when LONG is faster by s: through
-    the measured points (0, 0), (25%, long_25), (75%, long_75), level beyond
-    (LONG is then shorter than SHORT: the round waits for SHORT)."""
-    if s <= 0.25:
-        return real["long_25"] * s / 0.25
-    if s <= 0.75:
-        return real["long_25"] + (real["long_75"] - real["long_25"]) * (s - 0.25) / 0.5
-    return real["long_75"]
+    the measured points (0, 0), (25%, long_25), (75%, long_75), (90%,
+    long_90), level beyond. With the CPUs free it is level from 75% (LONG is
+    then shorter than SHORT: the round waits for SHORT; long_90 - long_75
+    +0.000 to +0.007 over 6 runs); beside a busy loop it still rises
+    (+0.087 to +0.104 over 6 runs), which a curve level from 75% read as
+    the profile's error (measured - real from 60%: -0.034 to +0.105 over 10
+    runs; -0.029 to +0.032 over 6 with the point at 90%)."""
+    knots = [(0.0, 0.0), (0.25, real["long_25"]), (0.75, real["long_75"]), (0.9, real["long_90"])]
+    for (s0, v0), (s1, v1) in zip(knots, knots[1:]):
+        if s <= s1:
+            return v0 + (v1 - v0) * (s - s0) / (s1 - s0)
+    return knots[-1][1]
 
 
 def shorter_line_check(run):
@@ -270,19 +279,28 @@ def longer_line_check(run, real):
     return lo, hi
 
 
-def skip_if_contended(run, what, found):
-    """When other work held the CPUs during the run, skips the rest of the
-    test, saying what was found (listed in the summary with the reason):
-    virtual speedup delays by CPU time, and does not yet predict a program
-    whose threads wait for a CPU (docs/analysis.md; issue 15)."""
+# Beyond this much waiting for a CPU per unit of CPU time, the two-thread
+# predictions are not compared with the real speedups: beside one busy loop
+# (0.66 to 0.75) they match them (docs/analysis.md, "Two threads"), beside
+# two (1.08 to 1.22) they do not yet (SHORT at 50% read 0.06 to 0.10 below
+# its real +0.14 to +0.18; LONG's rise 0.12 to 0.16 below; issue 15).
+CROWDED_WAIT = 0.9
+
+
+def skip_if_crowded(run, what, found):
+    """When other work held the CPUs more than CROWDED_WAIT during the run,
+    skips the rest of the test, saying what was found (listed in the summary
+    with the reason)."""
     waited = waited_for_cpu(run)
-    if waited >= QUIET_WAIT:
+    if waited >= CROWDED_WAIT:
         pytest.skip(f"{what}: LONG and SHORT waited for a CPU {waited:.0%} of their CPU time (other work "
-                    f"on the machine), so the prediction is not compared with the real speedup: {found}")
+                    f"on the machine), beyond the {CROWDED_WAIT:.0%} where predictions were measured to "
+                    f"hold, so the prediction is not compared with the real speedup: {found}")
 
 
-def test_two_threads_shorter_line_predicts_nothing(build, tmp_path, two_threads_real):
-    # Each round waits for the longer thread: speeding the shorter one gains nothing.
+def test_two_threads_shorter_line_predicts_its_real_gain(build, tmp_path, two_threads_real):
+    # Each round waits for the longer thread: with the CPUs free, speeding the
+    # shorter one gains nothing; beside other work, it gives LONG more CPU.
     run = two_threads_run(build, tmp_path, "LINE_SHORT")
     long_paused, short_paused = paused_shares(run)
     why = (f"LONG paused {long_paused:.2f} and SHORT {short_paused:.2f} of the delay inserted; "
@@ -295,13 +313,18 @@ def test_two_threads_shorter_line_predicts_nothing(build, tmp_path, two_threads_
     # neither thread (LONG 0.000 to 0.005).
     assert long_paused > 0.3, why
     assert short_paused < 0.05, why
-    skip_if_contended(run, "shorter line", f"median, predicted at 50%: {described(shorter_line_check, run)}; "
-                                           f"real {two_threads_real['short_50']:+.3f} at 50%")
+    skip_if_crowded(run, "shorter line", f"median, predicted at 50%: {described(shorter_line_check, run)}; "
+                                         f"real {two_threads_real['short_50']:+.3f} at 50%")
     level, predicted = shorter_line_check(run)
-    # Measured when the CPUs were free, 26 runs: median -0.044 to +0.027,
-    # predicted at 50% -0.063 to +0.020.
-    assert abs(level) < 0.1, why
-    assert abs(predicted) < 0.08, why
+    # With the CPUs free the real curve is level at 0 (real at 50%: -0.011
+    # to +0.001 over 6 runs). Measured, 26 runs: median -0.044 to +0.027,
+    # predicted at 50% -0.063 to +0.020. Beside a busy loop, SHORT competes
+    # with LONG for a CPU and really finishing it sooner gains (+0.153 to
+    # +0.170 at 50%), so the curve rises: predicted at 50% - real -0.037 to
+    # -0.007 over 14 runs; -0.016 to +0.001 over 6 with the CPUs free.
+    if waited_for_cpu(run) < QUIET_WAIT:
+        assert abs(level) < 0.1, why
+    assert abs(predicted - two_threads_real["short_50"]) < 0.08, why
 
 
 def test_two_threads_longer_line_gains_then_saturates(build, tmp_path, two_threads_real):
@@ -319,14 +342,16 @@ def test_two_threads_longer_line_gains_then_saturates(build, tmp_path, two_threa
     # free, down to 0.22 beside a busy loop (10 runs).
     assert long_paused < 0.05, why
     assert short_paused > 0.15, why
-    skip_if_contended(run, "longer line", f"measured - real while rising, from 60%: "
-                                          f"{described(longer_line_check, run, two_threads_real)}")
+    skip_if_crowded(run, "longer line", f"measured - real while rising, from 60%: "
+                                        f"{described(longer_line_check, run, two_threads_real)}")
     lo, hi = longer_line_check(run, two_threads_real)
     # It rises as the real program does (slope about 0.95: real long_25 / 0.25)
     # and levels off where it does (about 0.48; a profiler that ignored the
     # other thread would go on rising, to about 0.75 at 80%). Measured when
     # the CPUs were free, 25 runs of 10 s (runtimes d64dcd1 and 7028355):
-    # rising -0.084 to +0.022, level -0.014 to +0.068.
+    # rising -0.084 to +0.022, level -0.014 to +0.068; 6 runs (bc6f643):
+    # -0.000 to +0.025, -0.004 to +0.053. Beside a busy loop (bc6f643), 6
+    # runs: rising +0.009 to +0.058, from 60% -0.029 to +0.032.
     assert abs(lo) < 0.12, why
     assert abs(hi) < 0.12, why
 
