@@ -24,6 +24,7 @@
 #include <ctime>
 #include <functional>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -574,29 +575,40 @@ TEST(LineMapInProcess, SamplesAreSymbolizedOutsideTheRegistryLock) {
 __attribute__((noinline)) int line_choice_fn_a(int x) { return x * 3 + 1; }  // MARK_CHOICE_A
 __attribute__((noinline)) int line_choice_fn_b(int x) { return x * 5 + 2; }  // MARK_CHOICE_B
 
+// A profiler over this test binary's lines and one thread's ring, for the
+// line choice tests: push samples of a function, drain, then choose.
+struct LineChoiceRig {
+  coz::LineMap map{{"MAIN"}, {"%"}};
+  coz::ThreadState thread;
+  coz::ProfileWriter writer;
+  std::unique_ptr<coz::Profiler> profiler;
+  LineChoiceRig() {
+    uintptr_t bias = 0;
+    dl_iterate_phdr(main_object_bias, &bias);
+    EXPECT_TRUE(map.add_object("", bias, true));
+    coz::ProfilerHooks hooks;
+    hooks.for_each_thread = [this](const std::function<void(coz::ThreadState*)>& fn) { fn(&thread); };
+    profiler = std::make_unique<coz::Profiler>(coz::Config{}, &map, &writer, hooks);
+  }
+  void push(int (*fn)(int), int count, uint32_t flags = 0) {
+    coz::Sample smp;
+    smp.n = 1;
+    smp.pcs[0] = reinterpret_cast<uintptr_t>(fn);
+    smp.flags = flags;
+    for (int i = 0; i < count; i++) ASSERT_TRUE(thread.ring.push(smp));
+  }
+};
+
 // Samples taken while an experiment paused the other threads over-represent
 // the sped-up line: line choice draws from the others whenever there are any.
 TEST(LineMapInProcess, LineChoiceIgnoresSamplesTakenWhileOthersWerePaused) {
-  uintptr_t bias = 0;
-  dl_iterate_phdr(main_object_bias, &bias);
-  coz::LineMap m({"MAIN"}, {"%"});
-  ASSERT_TRUE(m.add_object("", bias, true));
-  coz::ThreadState t;
-  coz::Sample smp;
-  smp.n = 1;
-  smp.pcs[0] = reinterpret_cast<uintptr_t>(&line_choice_fn_a);
-  for (int i = 0; i < 3; i++) ASSERT_TRUE(t.ring.push(smp));
-  smp.pcs[0] = reinterpret_cast<uintptr_t>(&line_choice_fn_b);
-  smp.flags = coz::kSampleDelaying;
-  for (int i = 0; i < 30; i++) ASSERT_TRUE(t.ring.push(smp));
-  coz::ProfilerHooks hooks;
-  hooks.for_each_thread = [&](const std::function<void(coz::ThreadState*)>& fn) { fn(&t); };
-  coz::ProfileWriter w;
-  coz::Profiler p(coz::Config{}, &m, &w, hooks);
-  p.drain();
-  const coz::Line* a = m.lookup(reinterpret_cast<uintptr_t>(&line_choice_fn_a));
+  LineChoiceRig rig;
+  rig.push(&line_choice_fn_a, 3);
+  rig.push(&line_choice_fn_b, 30, coz::kSampleDelaying);
+  rig.profiler->drain();
+  const coz::Line* a = rig.map.lookup(reinterpret_cast<uintptr_t>(&line_choice_fn_a));
   ASSERT_NE(a, nullptr);
-  for (int i = 0; i < 50; i++) EXPECT_EQ(p.pick()->line, a);
+  for (int i = 0; i < 50; i++) EXPECT_EQ(rig.profiler->pick()->line, a);
   EXPECT_EQ(line_choice_fn_a(1) + line_choice_fn_b(1), 11);
 }
 
@@ -604,38 +616,24 @@ TEST(LineMapInProcess, LineChoiceIgnoresSamplesTakenWhileOthersWerePaused) {
 // 100 ms after the first sample with a line: a line drawn from the first
 // sample or two is drawn by chance.
 TEST(LineMapInProcess, TheFirstLineIsChosenFromSixteenPeriodsOfSamples) {
-  uintptr_t bias = 0;
-  dl_iterate_phdr(main_object_bias, &bias);
-  coz::LineMap m({"MAIN"}, {"%"});
-  ASSERT_TRUE(m.add_object("", bias, true));
-  coz::ThreadState t;
-  coz::Sample smp;
-  smp.n = 1;
-  smp.pcs[0] = reinterpret_cast<uintptr_t>(&line_choice_fn_a);
-  coz::ProfilerHooks hooks;
-  hooks.for_each_thread = [&](const std::function<void(coz::ThreadState*)>& fn) { fn(&t); };
-  coz::ProfileWriter w;
-  coz::Profiler p(coz::Config{}, &m, &w, hooks);
+  LineChoiceRig rig;
+  coz::Profiler& p = *rig.profiler;
   EXPECT_FALSE(p.can_choose()) << "no sample yet";
-  for (int i = 0; i < 3; i++) ASSERT_TRUE(t.ring.push(smp));
-  smp.flags = coz::kSampleDelaying;  // disturbed samples do not count
-  for (int i = 0; i < 30; i++) ASSERT_TRUE(t.ring.push(smp));
+  rig.push(&line_choice_fn_a, 3);
+  rig.push(&line_choice_fn_a, 30, coz::kSampleDelaying);  // disturbed samples do not count
   p.drain();
   EXPECT_FALSE(p.can_choose()) << "3 undisturbed periods";
-  smp.flags = 0;
-  for (int i = 0; i < 13; i++) ASSERT_TRUE(t.ring.push(smp));
+  rig.push(&line_choice_fn_a, 13);
   p.drain();
   EXPECT_TRUE(p.can_choose()) << "16 undisturbed periods";
 
-  coz::ThreadState t2;
-  hooks.for_each_thread = [&](const std::function<void(coz::ThreadState*)>& fn) { fn(&t2); };
-  coz::Profiler q(coz::Config{}, &m, &w, hooks);
-  ASSERT_TRUE(t2.ring.push(smp));
-  q.drain();
-  EXPECT_FALSE(q.can_choose()) << "1 period, just taken";
+  LineChoiceRig late;
+  late.push(&line_choice_fn_a, 1);
+  late.profiler->drain();
+  EXPECT_FALSE(late.profiler->can_choose()) << "1 period, just taken";
   std::this_thread::sleep_for(std::chrono::milliseconds(110));
-  q.drain();
-  EXPECT_TRUE(q.can_choose()) << "1 period, 110 ms ago";
+  late.profiler->drain();
+  EXPECT_TRUE(late.profiler->can_choose()) << "1 period, 110 ms ago";
 }
 
 // A thread that ends while a drain looks at it (after the drain read its
