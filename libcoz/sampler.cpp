@@ -279,10 +279,9 @@ uint64_t drain_perf(ThreadState* t, void* uc) {
         settle_preempted(t, hit != 0);
       }
     } else if (hdr.type == PERF_RECORD_SWITCH && len >= 8) {
-      t->switches.on_switch(hdr.misc, r.word(body), tail == t->wake_tail);  // sample_id: the time[, cpu]
+      bool ended = t->switches.on_switch(hdr.misc, r.word(body), tail == t->wake_tail);  // sample_id: the time[, cpu]
       if (hdr.misc & PERF_RECORD_MISC_SWITCH_OUT) t->out_early_credit = t->switches.out_uncharged && t->wake_fits;
-      if (t->switches.preempted_to)
-        note_preempted(t, t->switches.preempted_from, t->switches.preempted_to, t->out_early_credit);
+      if (ended) note_preempted(t, t->switches.preempted_from, t->switches.preempted_to, t->out_early_credit);
       if (t->counts_moves && len >= 16 && !(hdr.misc & PERF_RECORD_MISC_SWITCH_OUT)) {
         uint32_t cpu = static_cast<uint32_t>(r.word(body + 8));  // u32 cpu, u32 reserved (little-endian)
         if (t->last_cpu != UINT32_MAX && cpu != t->last_cpu) t->cpu_moves++;

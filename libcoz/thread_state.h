@@ -121,11 +121,15 @@ struct SwitchState {
   // `misc` is the record header's (PERF_RECORD_MISC_SWITCH_OUT, _PREEMPT
   // bits). `by_wake`: the switch out is the first record since the thread
   // woke another (the woken thread took its CPU: a wakeup preemption).
-  void on_switch(uint16_t misc, uint64_t time, bool by_wake = false) {
+  // True when this record, a switch in, ended a preemption: the interval is
+  // then preempted_from..preempted_to, once (it stays set until the next
+  // switch in, past the switch out after it).
+  bool on_switch(uint16_t misc, uint64_t time, bool by_wake = false) {
     if (misc & (1u << 13)) {  // PERF_RECORD_MISC_SWITCH_OUT
       out_ns = time;
       out_preempted = (misc & (1u << 14)) != 0;  // PERF_RECORD_MISC_SWITCH_OUT_PREEMPT
       out_uncharged = out_preempted && by_wake;
+      return false;
     } else {
       preempted_from = preempted_to = 0;
       if (out_ns && time > out_ns) {
@@ -144,6 +148,7 @@ struct SwitchState {
           __atomic_store_n(&voluntary_ns, voluntary_ns + (time - out_ns), __ATOMIC_RELAXED);
       }
       out_ns = 0;
+      return preempted_to != 0;
     }
   }
   uint64_t take_preempted() {

@@ -1968,17 +1968,23 @@ TEST(SwitchState, PreemptionMidLineIsChargedToTheNextSample) {
   EXPECT_EQ(s.take_preempted(), 0u);
 }
 
+// The sampler credits a preemption when on_switch says the record ended
+// one, and only then: the interval stays set until the next switch in, and
+// crediting it at every record while set credited it again at the switch
+// out after it (in over_barrier, every preemption of the thread that did
+// not run the line twice).
 TEST(SwitchState, TheLastSwitchInTellsThePreemptionItEnded) {
   coz::SwitchState s;
-  s.on_switch(kOut | kPreempt, 1000);
-  s.on_switch(0, 4000);
+  EXPECT_FALSE(s.on_switch(kOut | kPreempt, 1000));
+  EXPECT_TRUE(s.on_switch(0, 4000));
   EXPECT_EQ(s.preempted_from, 1000u);
   EXPECT_EQ(s.preempted_to, 4000u);
-  s.on_switch(kOut, 5000);  // blocks
-  s.on_switch(0, 9000);
+  EXPECT_FALSE(s.on_switch(kOut, 5000)) << "the switch out after it ends nothing";  // blocks
+  EXPECT_EQ(s.preempted_to, 4000u);
+  EXPECT_FALSE(s.on_switch(0, 9000));
   EXPECT_EQ(s.preempted_to, 0u) << "a wait is no preemption";
-  s.on_switch(kOut | kPreempt, 9500, /*by_wake=*/true);  // a wakeup preemption is one too
-  s.on_switch(0, 9800);
+  EXPECT_FALSE(s.on_switch(kOut | kPreempt, 9500, /*by_wake=*/true));  // a wakeup preemption is one too
+  EXPECT_TRUE(s.on_switch(0, 9800));
   EXPECT_EQ(s.preempted_from, 9500u);
   EXPECT_EQ(s.preempted_to, 9800u);
 }
