@@ -777,7 +777,7 @@ void Profiler::write_counters() {
 }
 
 bool Profiler::can_choose() const {
-  if (experiments_started_ || fixed_) return true;
+  if (experiments_started_) return true;
   if (!first_candidate_ns_) return false;
   return undisturbed_periods_ >= kLeastChoicePeriods || drain_ns_ - first_candidate_ns_ >= kLongestChoiceWaitNs;
 }
