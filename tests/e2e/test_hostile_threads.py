@@ -1,10 +1,13 @@
 """Threads under the profiler: thousands alive at once (without taking the
 program's file descriptors), threads made by constructors before main, a
-main that ends with pthread_exit, and exit() from a worker."""
+main that ends with pthread_exit, exit() from a worker, and C++ threads
+cancelled or ended by pthread_exit inside the runtime's wrappers."""
 
 import resource
 
-from conftest import build_program, records
+import pytest
+
+from conftest import PROGRAMS, build_program, records
 from hostile_common import assert_same_behaviour, run_both
 
 
@@ -54,6 +57,27 @@ def test_exit_from_a_worker_while_others_run(tmp_path):
     exe = build_program("hostile_threads", tmp_path)
     plain, profiled = run_both([exe, "thread_exit"], profile=tmp_path / "p.coz", timeout=30)
     assert plain.returncode == 7
+    assert_same_behaviour(plain, profiled)
+    recs = records(tmp_path / "p.coz")
+    assert recs[-1]["type"] == "shutdown" and recs[-1]["reason"] == "exit"
+
+
+@pytest.mark.parametrize("mode", [[], ["--sampling-only"]], ids=["causal", "sampling-only"])
+def test_cancelled_and_exiting_cxx_threads_unwind_through_the_wrappers(tmp_path, mode):
+    # Forced unwinds (pthread_cancel of a thread blocked in read or in
+    # pthread_cond_wait, pthread_exit from deep frames) cross the wrappers of
+    # those calls and the runtime's thread start; C++ exceptions stay in the
+    # program's frames. The program's cleanup handlers and destructors run as
+    # without coz, with the runtime's private libstdc++ beside the program's.
+    exe = build_program("hostile_unwind", tmp_path, flags=("-g", "-O1"),
+                        sources=[f"{PROGRAMS}/hostile_unwind.cpp"], libs=("-lstdc++", "-lpthread"))
+    plain, profiled = run_both([exe], coz_args=mode, profile=tmp_path / "p.coz", timeout=30)
+    assert plain.returncode == 0, plain.stderr
+    for line in (b"cleanup handler: reader\n", b"destructor: reader\n", b"reader: cancelled\n",
+                 b"cleanup handler: waiter unlocks\n", b"mutex free after cancel: yes\n",
+                 b"destructor: deepest frame\n", b"exiting thread: returned 42\n",
+                 b"caught: not a number: x17\n", b"rethrown in main: not a number: twelve\n"):
+        assert line in plain.stdout
     assert_same_behaviour(plain, profiled)
     recs = records(tmp_path / "p.coz")
     assert recs[-1]["type"] == "shutdown" and recs[-1]["reason"] == "exit"
