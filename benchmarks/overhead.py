@@ -11,7 +11,8 @@ debug info.
    period with callchains (the reference: what per-thread perf_event
    sampling costs on this machine; --no-perf leaves it out), interleaved.
    --also NAME=LIBCOZ adds `coz run --sampling-only` with another build's
-   libcoz.so (mode NAME_sampling): before and after in one invocation.
+   libcoz.so (mode NAME_sampling): before and after in one invocation; part
+   3 runs it too (modes NAME_sampling and NAME_sampling_cold).
    Prints the median wall time of each mode, its
    slowdown (the median over rounds of its run's time over plain's run of
    the same round: paired, so that a phase of the host's speed cancels)
@@ -332,7 +333,8 @@ def cold(fn):
     return run
 
 
-def launch_cost(libcoz, use_ours, use_upstream, reps, cache, workdir, baseline_python=None):
+def launch_cost(libcoz, use_ours, use_upstream, reps, cache, workdir, baseline_python=None,
+                others=None):
     bins = build_tiny(cache)
     out = os.path.join(workdir, "tiny.coz")
     modes = {"plain": lambda: timed_to_main(lambda: benchlib.run_plain([bins["normal"]]))}
@@ -347,6 +349,10 @@ def launch_cost(libcoz, use_ours, use_upstream, reps, cache, workdir, baseline_p
                 lambda: benchlib.run_ours([bins["normal"]], libcoz, out, extra=["--sampling-only"],
                                           python_dir=baseline_python))
             modes["baseline_sampling_cold"] = cold(modes["baseline_sampling"])
+        for name, other in (others or {}).items():  # another build's runtime, same launcher
+            modes[f"{name}_sampling"] = lambda other=other: timed_to_main(
+                lambda: benchlib.run_ours([bins["normal"]], other, out, extra=["--sampling-only"]))
+            modes[f"{name}_sampling_cold"] = cold(modes[f"{name}_sampling"])
     if use_upstream:
         modes["upstream_causal"] = lambda: timed_to_main(
             lambda: benchlib.run_upstream([bins["upstream"]], out))
@@ -606,8 +612,9 @@ def main(argv=None):
     ap.add_argument("--no-launch", action="store_true", help="skip the launcher's start and exit cost")
     ap.add_argument("--no-startup", action="store_true", help="skip the start-up measurement")
     ap.add_argument("--also", action="append", default=[], metavar="NAME=LIBCOZ",
-                    help="part 1 also runs coz run --sampling-only with another build's libcoz.so "
-                         "(an earlier commit's), interleaved: mode NAME_sampling (repeatable)")
+                    help="parts 1 and 3 also run coz run --sampling-only with another build's "
+                         "libcoz.so (an earlier commit's), interleaved: mode NAME_sampling, and "
+                         "NAME_sampling_cold in part 3 (repeatable)")
     ap.add_argument("--no-perf", action="store_true",
                     help="part 1 without the perf_record reference (perf record at our sampling period)")
     ap.add_argument("--launch-baseline", metavar="DIR",
@@ -668,7 +675,7 @@ def main(argv=None):
         if not args.no_launch:
             try:
                 launch = launch_cost(libcoz, use_ours, use_upstream, launch_reps, cache, workdir,
-                                     args.launch_baseline)
+                                     args.launch_baseline, others)
                 print_launch(launch)
             except (BenchError, subprocess.CalledProcessError) as e:
                 errors.append(f"launcher: {e}")
