@@ -68,7 +68,7 @@ def test_cancelled_and_exiting_cxx_threads_unwind_through_the_wrappers(tmp_path,
     # pthread_cond_wait, pthread_exit from deep frames) cross the wrappers of
     # those calls and the runtime's thread start; C++ exceptions stay in the
     # program's frames. The program's cleanup handlers and destructors run as
-    # without coz, with the runtime's private libstdc++ beside the program's.
+    # without coz.
     exe = build_program("hostile_unwind", tmp_path, flags=("-g", "-O1"),
                         sources=[f"{PROGRAMS}/hostile_unwind.cpp"], libs=("-lstdc++", "-lpthread"))
     plain, profiled = run_both([exe], coz_args=mode, profile=tmp_path / "p.coz", timeout=30)

@@ -594,17 +594,7 @@ def test_the_runtime_has_no_dynamic_static_initializers(libcoz):
     # already used (a crash in about one run in five of a program starting
     # 3,000 threads). So every global of libcoz is constant-initialized, or
     # made on first use; the library has no initializer but its constructor.
-    #
-    # libcoz.so carries libstdc++ inside it (libcoz/CMakeLists.txt), and with
-    # it libstdc++'s own initializers, which run after the constructor. Each
-    # was read for what it does before it was allowed here (GCC 12):
-    # system_error.cc only registers the destructors of its constant-
-    # initialized error categories; eh_alloc.cc builds the pool that an
-    # exception's allocation falls back on only when malloc fails (before it
-    # runs, an exception is allocated by malloc as always). A new one fails
-    # this test until it is read the same way.
     nm = subprocess.run(["nm", libcoz], capture_output=True, text=True, timeout=60)
     assert nm.returncode == 0, nm.stderr
     initializers = [ln.split()[-1] for ln in nm.stdout.splitlines() if "_GLOBAL__sub_I" in ln]
-    read_and_allowed = {"_GLOBAL__sub_I_system_error.cc", "_GLOBAL__sub_I_eh_alloc.cc"}
-    assert [name for name in initializers if name not in read_and_allowed] == []
+    assert initializers == []

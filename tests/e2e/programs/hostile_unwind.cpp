@@ -5,8 +5,7 @@
  * that their own frames catch. Cancellation and pthread_exit are forced
  * unwinds: they pass the wrapper of the blocked call and the runtime's
  * thread start, and must still run the program's cleanup handlers and
- * destructors. The program has its own libstdc++ and libgcc_s; the runtime
- * keeps a private libstdc++ of its own (libcoz/CMakeLists.txt).
+ * destructors.
  *
  * Prints one line per event, in an order that does not depend on timing.
  */
