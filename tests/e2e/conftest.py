@@ -78,10 +78,57 @@ def coz_env(extra=None):
     return env
 
 
-def coz_run(args, command, cwd=None, env=None, timeout=120, **kw):
-    """Runs `coz run ARGS --- COMMAND` through the real CLI (python -m cozprof)."""
+def coz_run(args, command, cwd=None, env=None, timeout=120, input=None, **kw):
+    """Runs `coz run ARGS --- COMMAND` through the real CLI (python -m cozprof).
+    A run that outlasts `timeout` fails with the stacks of the launcher and of
+    every process under it (eu-stack), taken before they are killed: a hang
+    seldom comes back when it is run again by hand."""
     cmd = [sys.executable, "-m", "cozprof", "run", *args, "---", *command]
-    return subprocess.run(cmd, cwd=cwd, env=coz_env(env), timeout=timeout, capture_output=True, **kw)
+    with subprocess.Popen(cmd, cwd=cwd, env=coz_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.PIPE if input is not None else None, **kw) as p:
+        try:
+            out, err = p.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            tree = _process_tree(p.pid)
+            stacks = "\n".join(_stack_of(pid) for pid in tree)
+            for pid in reversed(tree):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            p.communicate()
+            pytest.fail(f"coz run did not end within {timeout} s: {cmd}\nits processes' stacks:\n{stacks}")
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
+def _process_tree(root):
+    """`root` and its descendants' pids, parents before children (from /proc)."""
+    children = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop(0)
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+def _stack_of(pid):
+    """eu-stack's view of `pid`'s threads, or why there is none."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            what = f.read().replace(b"\0", b" ").decode(errors="replace")[:200]
+        r = subprocess.run(["eu-stack", "-p", str(pid)], capture_output=True, text=True, timeout=30)
+        return f"--- {pid}: {what}\n{r.stdout[-6000:]}{r.stderr[-500:]}"
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"--- {pid}: no stack ({e})"
 
 
 def records(path):
