@@ -338,21 +338,23 @@ def launch_cost(libcoz, use_ours, use_upstream, reps, cache, workdir, baseline_p
     bins = build_tiny(cache)
     out = os.path.join(workdir, "tiny.coz")
     modes = {"plain": lambda: timed_to_main(lambda: benchlib.run_plain([bins["normal"]]))}
+
+    def sampling_only(name, lib, python_dir=None):
+        """Modes NAME_sampling and NAME_sampling_cold: `coz run --sampling-only`
+        with the runtime `lib` and the cozprof package of `python_dir`."""
+        modes[f"{name}_sampling"] = lambda: timed_to_main(
+            lambda: benchlib.run_ours([bins["normal"]], lib, out, extra=["--sampling-only"],
+                                      python_dir=python_dir))
+        modes[f"{name}_sampling_cold"] = cold(modes[f"{name}_sampling"])
+
     if use_ours:
-        modes["ours_sampling"] = lambda: timed_to_main(
-            lambda: benchlib.run_ours([bins["normal"]], libcoz, out, extra=["--sampling-only"]))
-        modes["ours_sampling_cold"] = cold(modes["ours_sampling"])
+        sampling_only("ours", libcoz)
         modes["ours_causal"] = lambda: timed_to_main(
             lambda: benchlib.run_ours([bins["normal"]], libcoz, out))
         if baseline_python:
-            modes["baseline_sampling"] = lambda: timed_to_main(
-                lambda: benchlib.run_ours([bins["normal"]], libcoz, out, extra=["--sampling-only"],
-                                          python_dir=baseline_python))
-            modes["baseline_sampling_cold"] = cold(modes["baseline_sampling"])
+            sampling_only("baseline", libcoz, baseline_python)
         for name, other in (others or {}).items():  # another build's runtime, same launcher
-            modes[f"{name}_sampling"] = lambda other=other: timed_to_main(
-                lambda: benchlib.run_ours([bins["normal"]], other, out, extra=["--sampling-only"]))
-            modes[f"{name}_sampling_cold"] = cold(modes[f"{name}_sampling"])
+            sampling_only(name, other)
     if use_upstream:
         modes["upstream_causal"] = lambda: timed_to_main(
             lambda: benchlib.run_upstream([bins["upstream"]], out))

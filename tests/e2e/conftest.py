@@ -6,6 +6,7 @@ The runtime is taken from $COZ_BUILD_DIR/libcoz/libcoz.so (default
 test command builds it first.
 """
 
+import glob
 import json
 import os
 import signal
@@ -102,21 +103,18 @@ def coz_run(args, command, cwd=None, env=None, timeout=120, input=None, **kw):
 
 
 def _process_tree(root):
-    """`root` and its descendants' pids, parents before children (from /proc)."""
-    children = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(name))
+    """`root` and its descendants' pids, parents before children (each thread's
+    /proc/PID/task/TID/children)."""
     tree, todo = [], [root]
     while todo:
         pid = todo.pop(0)
         tree.append(pid)
-        todo.extend(children.get(pid, []))
+        for listing in glob.glob(f"/proc/{pid}/task/*/children"):
+            try:
+                with open(listing) as f:
+                    todo.extend(int(child) for child in f.read().split())
+            except OSError:
+                pass  # the thread or the process ended meanwhile
     return tree
 
 

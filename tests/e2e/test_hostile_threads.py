@@ -69,8 +69,8 @@ def test_cancelled_and_exiting_cxx_threads_unwind_through_the_wrappers(tmp_path,
     # those calls and the runtime's thread start; C++ exceptions stay in the
     # program's frames. The program's cleanup handlers and destructors run as
     # without coz.
-    exe = build_program("hostile_unwind", tmp_path, flags=("-g", "-O1"),
-                        sources=[f"{PROGRAMS}/hostile_unwind.cpp"], libs=("-lstdc++", "-lpthread"))
+    exe = build_program("hostile_unwind", tmp_path, sources=[f"{PROGRAMS}/hostile_unwind.cpp"],
+                        libs=("-lstdc++", "-lpthread"))
     plain, profiled = run_both([exe], coz_args=mode, profile=tmp_path / "p.coz", timeout=30)
     assert plain.returncode == 0, plain.stderr
     for line in (b"cleanup handler: reader\n", b"destructor: reader\n", b"reader: cancelled\n",
