@@ -123,6 +123,7 @@ def ours_env(libcoz, python_dir=None):
     checkout (or of `python_dir`, another checkout's python/ folder)."""
     env = dict(os.environ)
     env["COZ_LIBRARY"] = libcoz
+    env["COZ_PYTHON"] = sys.executable  # the native front's interpreter (coz_command)
     env["PYTHONPATH"] = (python_dir or PYTHON_DIR) + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     # The launcher's modules byte-compiled once, as an installed coz has them (pip
     # compiles them) and a source tree keeps them (in __pycache__): with
@@ -180,10 +181,25 @@ def check_profile(output, what, complete=True):
         raise BenchError(f"{what}: its profile {output} has no shutdown record (the run ended abruptly)")
 
 
+def coz_front():
+    """The native front of our `coz` (libcoz/coz_front.c) in the build, or None."""
+    for d in default_build_dirs():
+        c = os.path.join(d, "libcoz", "coz")
+        if os.path.isfile(c) and os.access(c, os.X_OK):
+            return os.path.abspath(c)
+    return None
+
+
 def coz_command(python_dir=None):
-    """The argv of our `coz`, as users run it: the script pip installs
-    (python/bin/coz), run by this interpreter. `python_dir`: another checkout's
-    python/ folder; one older than that script runs `python3 -m cozprof`."""
+    """The argv of our `coz`, as users run it: the native front that
+    scripts/bootstrap.sh installs, when it is built (it runs this interpreter:
+    ours_env sets COZ_PYTHON), else the script pip installs (python/bin/coz),
+    run by this interpreter. `python_dir`: another checkout's python/ folder,
+    run through its script (a checkout older than the script runs `python3 -m
+    cozprof`), so that `overhead.py --launch-baseline` compares launchers."""
+    front = None if python_dir else coz_front()
+    if front:
+        return [front]
     script = os.path.join(python_dir or PYTHON_DIR, "bin", "coz")
     return [sys.executable, script] if os.path.isfile(script) else [sys.executable, "-m", "cozprof"]
 

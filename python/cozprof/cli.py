@@ -140,7 +140,7 @@ def main(argv=None):
     if running:
         from . import library
 
-        warmup = library.start_perf_warmup()
+        warmup = library.adopt_perf_warmup() or library.start_perf_warmup()
     # The command's own streams: no traceback for a character the locale's
     # encoding lacks, file names' bytes as typed (output.py).
     from . import output

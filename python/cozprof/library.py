@@ -62,6 +62,23 @@ def start_perf_warmup():
     return pid, hold
 
 
+def adopt_perf_warmup(env=None):
+    """The helper the native front (libcoz/coz_front.c) started before the
+    interpreter, as (pid, descriptor), or None. Its hand-over, COZ_PERF_WARMUP
+    ("PID:FD"), leaves the environment and the descriptor is made
+    close-on-exec, so the profiled program inherits neither."""
+    env = os.environ if env is None else env
+    given = env.pop("COZ_PERF_WARMUP", None)
+    if not given:
+        return None
+    try:
+        pid, fd = (int(part) for part in given.split(":"))
+        os.set_inheritable(fd, False)
+    except (ValueError, OSError):
+        return None  # not the front's: the launcher starts its own
+    return pid, fd
+
+
 def stop_perf_warmup(warmup):
     """End the helper that start_perf_warmup started (its standard input ends)
     and reap it."""

@@ -15,6 +15,7 @@ import time
 from conftest import BUILD, coz_env, coz_run, ready_pid
 
 HELPER = os.path.join(BUILD, "libcoz", "coz-perf-warmup")
+FRONT = os.path.join(BUILD, "libcoz", "coz")  # the native front (libcoz/coz_front.c)
 
 # Run as the profiled program: its launcher's other children (the helper) and
 # their descriptors, then its own descriptors. It waits for the helper's event
@@ -99,3 +100,47 @@ def test_a_runtime_without_the_helper_beside_it_runs_as_before(libcoz, tmp_path)
     assert r.returncode == 0, r.stderr.decode()
     assert not [line for line in r.stdout.decode().splitlines() if line.startswith("helper ")], r.stdout
     assert b"coz-perf-warmup" not in r.stderr and b"Traceback" not in r.stderr
+
+
+def test_the_native_front_starts_the_helper_and_the_launcher_adopts_it(libcoz, tmp_path):
+    # The front starts the helper before the interpreter and hands it over in
+    # COZ_PERF_WARMUP: one helper, the front's (named in the launcher's
+    # environment as exec'd), holding what it held before; the program sees
+    # neither the variable nor the pipe.
+    assert os.access(FRONT, os.X_OK), f"{FRONT} is missing: build the project first"
+    script = SIBLINGS + r"""
+echo "handed $(tr '\0' '\n' < /proc/$PPID/environ | sed -n 's/^COZ_PERF_WARMUP=//p')"
+echo "seen ${COZ_PERF_WARMUP-none}"
+"""
+    r = subprocess.run([FRONT, "run", "--sampling-only", "-o", str(tmp_path / "f.coz"), "---", "sh", "-c", script],
+                       env=coz_env({"COZ_PYTHON": sys.executable}), cwd=tmp_path, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+    rows = [line.split(" ") for line in r.stdout.decode().splitlines()]
+    helpers = [(int(row[1]), row[2]) for row in rows if row[0] == "helper"]
+    assert [exe for _, exe in helpers] == [os.path.realpath(HELPER)], r.stdout
+    handed = [row[1] for row in rows if row[0] == "handed"]
+    assert handed and handed[0].split(":")[0] == str(helpers[0][0]), (handed, helpers)
+    assert [row[1] for row in rows if row[0] == "seen"] == ["none"], r.stdout
+    held = {int(row[1]): row[2] for row in rows if row[0] == "hfd"}
+    assert set(held) == {0, 1, 2, 3} and held[3] == "anon_inode:[perf_event]", held
+    assert held[0] not in {row[2] for row in rows if row[0] == "pfd"}, r.stdout
+    assert _gone(helpers[0][0])
+
+
+def test_the_native_front_says_plainly_when_it_cannot_start_python(tmp_path):
+    for argv, status in ((["run", "---", "true"], 125), (["report"], 2)):
+        r = subprocess.run([FRONT, *argv], env=coz_env({"COZ_PYTHON": str(tmp_path / "no-python")}),
+                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert r.returncode == status, (argv, r)
+        assert "coz: error: cannot run the Python interpreter" in r.stderr and "no-python" in r.stderr, r.stderr
+
+
+def test_the_native_front_does_not_import_from_the_current_folder(tmp_path):
+    # `python -c` puts the current folder first on sys.path: a user's cozprof/
+    # or signal.py must not stand in for the package or the standard library.
+    (tmp_path / "cozprof").mkdir()
+    (tmp_path / "cozprof" / "__init__.py").write_text("raise SystemExit('the folder was imported')\n")
+    (tmp_path / "signal.py").write_text("raise SystemExit('the folder was imported')\n")
+    r = subprocess.run([FRONT, "--version"], env=coz_env({"COZ_PYTHON": sys.executable}), cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("coz "), r

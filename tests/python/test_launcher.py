@@ -738,3 +738,23 @@ def test_blocked_scope_takes_bcoz_letters_once_each():
     for bad in ("q", "ii", "IL", "by"):
         with pytest.raises(CozError, match="bad --blocked-scope"):
             parse("--blocked-scope", bad, "---", "x")
+
+
+def test_the_launcher_adopts_the_native_fronts_helper_and_nothing_else():
+    # libcoz/coz_front.c starts coz-perf-warmup and hands over "PID:FD".
+    read_end, write_end = os.pipe()
+    try:
+        os.set_inheritable(write_end, True)
+        env = {"COZ_PERF_WARMUP": f"4242:{write_end}", "OTHER": "x"}
+        assert library.adopt_perf_warmup(env) == (4242, write_end)
+        assert env == {"OTHER": "x"}  # the program does not see it
+        assert not os.get_inheritable(write_end)  # nor inherits the descriptor
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    # Anything else is no hand-over: the launcher starts its own helper.
+    for value in ("", "4242", "a:b", "4242:1:2", "4242:999999"):
+        env = {"COZ_PERF_WARMUP": value}
+        assert library.adopt_perf_warmup(env) is None, value
+        assert env == {}, value
+    assert library.adopt_perf_warmup({}) is None
