@@ -55,16 +55,22 @@ using coz::WaitKind;
 // Runs `call` as a blocking call of category `kind`; `woken` is an
 // expression of `rc` telling whether another program thread released this one.
 // `kind` and `woken` may look at `rc` (a timed wait that timed out is a sleep).
-#define COZ_WAIT(kind, call, woken)                               \
-  ({                                                              \
-    hook_pre_block();                                             \
-    auto rc = (call);                                             \
-    hook_post_block((kind), (woken), __builtin_return_address(0)); \
-    rc;                                                           \
+// `unwound_kind`: the wait's kind if it is left by an unwind (UnwoundWait),
+// when `kind` depends on the call's result.
+#define COZ_WAIT_AS(unwound_kind, kind, call, woken)                    \
+  ({                                                                    \
+    hook_pre_block();                                                   \
+    coz::UnwoundWait unwound_((unwound_kind), __builtin_return_address(0)); \
+    auto rc = (call);                                                   \
+    unwound_.returned();                                                \
+    hook_post_block((kind), (woken), __builtin_return_address(0));      \
+    rc;                                                                 \
   })
+#define COZ_WAIT(kind, call, woken) COZ_WAIT_AS(kind, kind, call, woken)
 #define COZ_BLOCK(call, woken) COZ_WAIT(WaitKind::kSync, call, woken)
 // A timed wait that ran out of time was a sleep, whatever it waited for.
-#define COZ_TIMED(kind, call, woken, timed_out) COZ_WAIT((timed_out) ? WaitKind::kSleep : (kind), call, woken)
+#define COZ_TIMED(kind, call, woken, timed_out) \
+  COZ_WAIT_AS(kind, (timed_out) ? WaitKind::kSleep : (kind), call, woken)
 #define COZ_LOCK(call, woken) COZ_WAIT(WaitKind::kLock, call, woken)
 #define COZ_SLEEP(call) COZ_WAIT(WaitKind::kSleep, call, false)
 #define COZ_IO(call, woken) COZ_WAIT(WaitKind::kIo, call, woken)

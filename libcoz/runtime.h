@@ -92,6 +92,32 @@ inline void hook_post_block(WaitKind kind, bool woken_by_program_thread, void* c
     errno = e;
   }
 }
+inline void hook_unwound_wait(WaitKind kind, void* caller) {
+  if (ThreadState* t = hooked_thread()) {
+    int e = errno;
+    unwound_wait(t, kind, reinterpret_cast<uintptr_t>(caller));
+    errno = e;
+  }
+}
+// Beside a wrapped wait, between hook_pre_block and hook_post_block: when the
+// wait is left by an unwind (a thread cancelled in it), its destructor ends
+// the wait, which hook_post_block would otherwise never do (the thread's
+// waited time read as `other`, and it stayed blocked to the runtime).
+class UnwoundWait {
+ public:
+  UnwoundWait(WaitKind kind, void* caller) : kind_(kind), caller_(caller) {}
+  UnwoundWait(const UnwoundWait&) = delete;
+  UnwoundWait& operator=(const UnwoundWait&) = delete;
+  ~UnwoundWait() {
+    if (armed_) hook_unwound_wait(kind_, caller_);
+  }
+  void returned() { armed_ = false; }
+
+ private:
+  WaitKind kind_;
+  void* caller_;
+  bool armed_ = true;
+};
 
 // Threads.
 struct ThreadStart;

@@ -58,7 +58,9 @@ inline int acquire(LockKind kind, const void* object, void* caller, KindOf wait_
   {
     WaitObject releaser(t, is_mutex(kind) ? object : nullptr);
     hook_pre_block();
+    UnwoundWait unwound(wait_kind(0), caller);  // sem_wait and the joins are cancellation points
     rc = wait();
+    unwound.returned();
     if (got(rc) && is_mutex(kind)) t->mutexes_held++;  // before the wait is settled: its debt waits for the release
     hook_post_block(wait_kind(rc), got(rc), caller);
   }

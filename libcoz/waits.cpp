@@ -171,11 +171,14 @@ uint32_t call_stack(uintptr_t* pcs, uint32_t max, bool* truncated) {
   return n;
 }
 
-void end_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller) {
-  if (!leave_wait(t)) return;
-  // Hold off the sample handler meanwhile: it would pay from the same counts
-  // and push to the same ring.
-  if (!t->enter()) return;
+namespace {
+
+// What a wait's end records, with t->busy held: its credit, its time under
+// its kind, the hits of a sped-up wait, and its blocked samples. `unwinding`:
+// the wait ends by an unwind through its wrapper (unwound_wait), where the
+// stack is not walked again: its samples carry the call site alone, or the
+// thread's origin.
+void settle_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller, bool unwinding) {
   credit_wait(t, woken);
   uint64_t waited = wait_elapsed(t);
   t->last_wait_ns = waited;
@@ -198,9 +201,12 @@ void end_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller) {
       // unit, if any, is decided by that frame: not a call site).
       const RangeSet* scope = shared().scope.load(std::memory_order_acquire);
       const bool whole_chain = sped && shared().selected_any_frame.load(std::memory_order_relaxed);
-      if (caller && !whole_chain && scope && scope->contains(caller - 1) && t->wait_rest_ns[k] < period) {
+      if (caller && (unwinding || (!whole_chain && t->wait_rest_ns[k] < period)) && scope &&
+          scope->contains(caller - 1)) {
         smp.pcs[0] = caller - 1;
         smp.n = 1;
+      } else if (unwinding) {
+        add_origin(t->origin_pc, scope, &smp);
       } else {
         bool truncated = false;
         smp.n = call_stack(smp.pcs, kMaxFrames, &truncated);
@@ -232,7 +238,24 @@ void end_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller) {
       if (!t->ring.push(smp)) t->dropped_samples.fetch_add(1, std::memory_order_relaxed);
     }
   }
+}
+
+}  // namespace
+
+void end_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller) {
+  if (!leave_wait(t)) return;
+  // Hold off the sample handler meanwhile: it would pay from the same counts
+  // and push to the same ring.
+  if (!t->enter()) return;
+  settle_wait(t, kind, woken, caller, false);
   catch_up(t);
+  t->leave();
+}
+
+void unwound_wait(ThreadState* t, WaitKind kind, uintptr_t caller) {
+  if (!leave_wait(t)) return;
+  if (!t->enter()) return;
+  settle_wait(t, kind, false, caller, true);
   t->leave();
 }
 

@@ -41,6 +41,12 @@ struct ThreadState;
 //    would (speedup x waiting time).
 // `caller` is the return address of the interposed function.
 void end_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller);
+// A wait its wrapper left by an unwind instead of a return: pthread_cancel
+// acting inside it (a forced unwind), or an exception thrown through it. Its
+// time counts under its kind as end_wait's does, and the thread is no longer
+// blocked; nothing is paid (the thread is ending, and a pause would be a
+// cancellation point of its own).
+void unwound_wait(ThreadState* t, WaitKind kind, uintptr_t caller);
 
 // The call site frames of the current call, innermost first, without the
 // runtime's own frames. Returns how many.

@@ -81,3 +81,12 @@ def test_cancelled_and_exiting_cxx_threads_unwind_through_the_wrappers(tmp_path,
     assert_same_behaviour(plain, profiled)
     recs = records(tmp_path / "p.coz")
     assert recs[-1]["type"] == "shutdown" and recs[-1]["reason"] == "exit"
+    # A wait its thread was cancelled in still ends (UnwoundWait): the reader's
+    # time blocked in read is io, the waiter's in pthread_cond_wait sync, not
+    # `other` (each blocks for the 20 ms main sleeps before cancelling it).
+    pid = next(r["pid"] for r in recs if r["type"] == "startup")
+    cancelled = [r for r in recs if r["type"] == "thread" and r["tid"] != pid and r["end_ns"] - r["start_ns"] >= 10e6]
+    assert cancelled, [r for r in recs if r["type"] == "thread"]
+    for r in cancelled:
+        lifetime, waits = r["end_ns"] - r["start_ns"], r["wait_ns"]
+        assert waits["io"] + waits["sync"] >= 0.5 * lifetime and waits["other"] < 0.5 * lifetime, r
