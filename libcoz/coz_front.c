@@ -44,9 +44,20 @@ enum { EXIT_LAUNCHER_ERROR = 125, EXIT_USER_ERROR = 2 };
 
 /* Runs the command as python/bin/coz does. sys.path[0] is the current folder
  * under -c; it is removed first, so that a file of the user's (a `signal.py`,
- * a `cozprof/`) cannot stand in for the package or the standard library. */
+ * a `cozprof/`) cannot stand in for the package or the standard library. An
+ * interpreter without the package says so in the command's words, with the
+ * command's status for its own errors, not with a traceback. */
 static const char kCode[] =
-    "import sys; del sys.path[0]; from cozprof.cli import main; sys.exit(main())";
+    "import sys\n"
+    "del sys.path[0]\n"
+    "try:\n"
+    "    from cozprof.cli import main\n"
+    "except ImportError as e:\n"
+    "    sys.stderr.write(f'coz: error: {sys.executable} cannot import the cozprof package: {e}\\n'\n"
+    "                     'coz: install it (scripts/bootstrap.sh build), or set COZ_PYTHON to an interpreter '\n"
+    "                     'that has it\\n')\n"
+    "    sys.exit(125 if sys.argv[1:2] == ['run'] else 2)\n"
+    "sys.exit(main())\n";
 
 /* The folder of `path` into `out` (with a trailing slash); 0 when it does not fit. */
 static int folder_of(const char *path, char *out, size_t size) {

@@ -128,11 +128,20 @@ echo "seen ${COZ_PERF_WARMUP-none}"
 
 
 def test_the_native_front_says_plainly_when_it_cannot_start_python(tmp_path):
-    for argv, status in ((["run", "---", "true"], 125), (["report"], 2)):
-        r = subprocess.run([FRONT, *argv], env=coz_env({"COZ_PYTHON": str(tmp_path / "no-python")}),
-                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
-        assert r.returncode == status, (argv, r)
-        assert "coz: error: cannot run the Python interpreter" in r.stderr and "no-python" in r.stderr, r.stderr
+    # No interpreter there, and one without the cozprof package (isolated: no
+    # site-packages, no PYTHONPATH): an error in the command's words and its
+    # status for its own errors, no traceback.
+    bare = tmp_path / "bare-python"
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
+    bare.chmod(0o755)
+    for python, said in ((tmp_path / "no-python", "cannot run the Python interpreter"),
+                         (bare, "cannot import the cozprof package")):
+        for argv, status in ((["run", "---", "true"], 125), (["report"], 2)):
+            r = subprocess.run([FRONT, *argv], env=coz_env({"COZ_PYTHON": str(python)}),
+                               cwd=tmp_path, capture_output=True, text=True, timeout=60)
+            assert r.returncode == status, (python, argv, r)
+            assert r.stderr.startswith("coz: error: ") and said in r.stderr, r.stderr
+            assert "Traceback" not in r.stderr
 
 
 def test_the_native_front_does_not_import_from_the_current_folder(tmp_path):
