@@ -71,10 +71,15 @@ def adopt_perf_warmup(env=None):
     given = env.pop("COZ_PERF_WARMUP", None)
     if not given:
         return None
+    # Only the front's hand-over is taken: a child of this process and the
+    # write end of a pipe past the standard streams. A value from elsewhere
+    # must not take the program's standard input or another descriptor away.
     try:
         pid, fd = (int(part) for part in given.split(":"))
+        if fd <= 2 or os.readlink(f"/proc/self/fd/{fd}")[:5] != "pipe:" or os.waitpid(pid, os.WNOHANG) != (0, 0):
+            return None
         os.set_inheritable(fd, False)
-    except (ValueError, OSError):
+    except (ValueError, OSError):  # ChildProcessError: not a child of this process
         return None  # not the front's: the launcher starts its own
     return pid, fd
 

@@ -741,20 +741,32 @@ def test_blocked_scope_takes_bcoz_letters_once_each():
 
 
 def test_the_launcher_adopts_the_native_fronts_helper_and_nothing_else():
-    # libcoz/coz_front.c starts coz-perf-warmup and hands over "PID:FD".
+    # libcoz/coz_front.c starts coz-perf-warmup and hands over "PID:FD": a
+    # child of the launcher and the write end of the pipe it reads.
     read_end, write_end = os.pipe()
+    child = subprocess.Popen(["sleep", "30"])
+    stdin_inheritable = os.get_inheritable(0)
     try:
         os.set_inheritable(write_end, True)
-        env = {"COZ_PERF_WARMUP": f"4242:{write_end}", "OTHER": "x"}
-        assert library.adopt_perf_warmup(env) == (4242, write_end)
+        env = {"COZ_PERF_WARMUP": f"{child.pid}:{write_end}", "OTHER": "x"}
+        assert library.adopt_perf_warmup(env) == (child.pid, write_end)
         assert env == {"OTHER": "x"}  # the program does not see it
         assert not os.get_inheritable(write_end)  # nor inherits the descriptor
+        # Anything else is no hand-over, and takes nothing: not a standard
+        # stream, not a file, not a process that is not this one's child.
+        with open(os.devnull) as other_file:
+            os.set_inheritable(other_file.fileno(), True)
+            for value in ("", "4242", "a:b", f"{child.pid}:1:2", f"{child.pid}:999999", f"{child.pid}:0",
+                          f"{child.pid}:{other_file.fileno()}", f"1:{write_end}", f"{os.getpid()}:{write_end}"):
+                os.set_inheritable(write_end, True)
+                env = {"COZ_PERF_WARMUP": value}
+                assert library.adopt_perf_warmup(env) is None, value
+                assert env == {}, value
+                assert os.get_inheritable(write_end) and os.get_inheritable(other_file.fileno()), value
+        assert os.get_inheritable(0) == stdin_inheritable  # "PID:0" above left standard input alone
+        assert library.adopt_perf_warmup({}) is None
     finally:
+        child.kill()
+        child.wait()
         os.close(read_end)
         os.close(write_end)
-    # Anything else is no hand-over: the launcher starts its own helper.
-    for value in ("", "4242", "a:b", "4242:1:2", "4242:999999"):
-        env = {"COZ_PERF_WARMUP": value}
-        assert library.adopt_perf_warmup(env) is None, value
-        assert env == {}, value
-    assert library.adopt_perf_warmup({}) is None
