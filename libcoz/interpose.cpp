@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -42,7 +43,6 @@
 #define COZ_EXPORT extern "C" __attribute__((visibility("default")))
 
 using coz::hook_post_block;
-using coz::hook_pre_block;
 using coz::hook_wake;
 
 using coz::LockKind;
@@ -55,16 +55,15 @@ using coz::WaitKind;
 // Runs `call` as a blocking call of category `kind`; `woken` is an
 // expression of `rc` telling whether another program thread released this one.
 // `kind` and `woken` may look at `rc` (a timed wait that timed out is a sleep).
-// `unwound_kind`: the wait's kind if it is left by an unwind (UnwoundWait),
+// `unwound_kind`: the wait's kind if it is left by an unwind (WaitGuard),
 // when `kind` depends on the call's result.
-#define COZ_WAIT_AS(unwound_kind, kind, call, woken)                    \
-  ({                                                                    \
-    hook_pre_block();                                                   \
-    coz::UnwoundWait unwound_((unwound_kind), __builtin_return_address(0)); \
-    auto rc = (call);                                                   \
-    unwound_.returned();                                                \
-    hook_post_block((kind), (woken), __builtin_return_address(0));      \
-    rc;                                                                 \
+#define COZ_WAIT_AS(unwound_kind, kind, call, woken)                          \
+  ({                                                                          \
+    coz::WaitGuard wait_guard_((unwound_kind), __builtin_return_address(0));  \
+    auto rc = (call);                                                         \
+    wait_guard_.returned();                                                   \
+    hook_post_block((kind), (woken), __builtin_return_address(0));            \
+    rc;                                                                       \
   })
 #define COZ_WAIT(kind, call, woken) COZ_WAIT_AS(kind, kind, call, woken)
 #define COZ_BLOCK(call, woken) COZ_WAIT(WaitKind::kSync, call, woken)
@@ -253,6 +252,37 @@ COZ_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, voi
   if (rc != 0) coz::discard_thread_start(start);
   return rc;
 }
+// A jump out of a signal handler that interrupted a wait ends the wait
+// (runtime.h, hook_jump): a program that times its reads out with alarm()
+// and siglongjmp, as old network code does, left the wait open for good,
+// and every later wait of the thread nested in it and went uncounted.
+// glibc's fortified builds call __longjmp_chk for both.
+extern "C" void __longjmp_chk(struct __jmp_buf_tag env[1], int val) noexcept __attribute__((noreturn));
+COZ_REAL_FN(longjmp, nullptr)
+COZ_REAL_FN(_longjmp, nullptr)
+COZ_REAL_FN(siglongjmp, nullptr)
+COZ_REAL_FN(__longjmp_chk, nullptr)
+COZ_EXPORT void longjmp(struct __jmp_buf_tag env[1], int val) noexcept {
+  coz::hook_jump();
+  real_longjmp()(env, val);
+  __builtin_unreachable();
+}
+COZ_EXPORT void _longjmp(struct __jmp_buf_tag env[1], int val) noexcept {
+  coz::hook_jump();
+  real__longjmp()(env, val);
+  __builtin_unreachable();
+}
+COZ_EXPORT void siglongjmp(sigjmp_buf env, int val) noexcept {
+  coz::hook_jump();
+  real_siglongjmp()(env, val);
+  __builtin_unreachable();
+}
+COZ_EXPORT void __longjmp_chk(struct __jmp_buf_tag env[1], int val) noexcept {
+  coz::hook_jump();
+  real___longjmp_chk()(env, val);
+  __builtin_unreachable();
+}
+
 // wake: joiners of this thread are released.
 COZ_EXPORT void pthread_exit(void* value) {
   hook_wake();

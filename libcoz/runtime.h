@@ -99,16 +99,26 @@ inline void hook_unwound_wait(WaitKind kind, void* caller) {
     errno = e;
   }
 }
-// Beside a wrapped wait, between hook_pre_block and hook_post_block: when the
-// wait is left by an unwind (a thread cancelled in it), its destructor ends
-// the wait, which hook_post_block would otherwise never do (the thread's
-// waited time read as `other`, and it stayed blocked to the runtime).
-class UnwoundWait {
+// A wrapped wait, from before the call to its return (then hook_post_block
+// ends it): the constructor begins it (pre_block) and notes its kind and call
+// site; the destructor ends a wait left by an unwind instead of a return (a
+// thread cancelled in it, an exception thrown through it), which
+// hook_post_block would otherwise never end: the thread's waited time read
+// as `other`, and it stayed blocked to the runtime.
+class WaitGuard {
  public:
-  UnwoundWait(WaitKind kind, void* caller) : kind_(kind), caller_(caller) {}
-  UnwoundWait(const UnwoundWait&) = delete;
-  UnwoundWait& operator=(const UnwoundWait&) = delete;
-  ~UnwoundWait() {
+  WaitGuard(WaitKind kind, void* caller) : kind_(kind), caller_(caller) {
+    if (ThreadState* t = hooked_thread()) {
+      pre_block(t);
+      if (t->wait_depth == 1) {
+        t->open_wait_kind = static_cast<uint8_t>(kind);
+        t->open_wait_caller = reinterpret_cast<uintptr_t>(caller);
+      }
+    }
+  }
+  WaitGuard(const WaitGuard&) = delete;
+  WaitGuard& operator=(const WaitGuard&) = delete;
+  ~WaitGuard() {
     if (armed_) hook_unwound_wait(kind_, caller_);
   }
   void returned() { armed_ = false; }
@@ -118,6 +128,19 @@ class UnwoundWait {
   void* caller_;
   bool armed_ = true;
 };
+
+// longjmp and siglongjmp: called with a wait open, the thread is in a signal
+// handler that interrupted the wait, and jumps out of it: the wait ends there
+// (jumped_out_of_waits), as it does when unwound.
+inline void hook_jump() {
+  if (ThreadState* t = hooked_thread()) {
+    if (t->wait_depth) {
+      int e = errno;
+      jumped_out_of_waits(t);
+      errno = e;
+    }
+  }
+}
 
 // Threads.
 struct ThreadStart;

@@ -57,10 +57,9 @@ inline int acquire(LockKind kind, const void* object, void* caller, KindOf wait_
   if (!taken(rc)) return rc;  // an error the waiting call would give too
   {
     WaitObject releaser(t, is_mutex(kind) ? object : nullptr);
-    hook_pre_block();
-    UnwoundWait unwound(wait_kind(0), caller);  // sem_wait and the joins are cancellation points
+    WaitGuard guard(wait_kind(0), caller);  // sem_wait and the joins are cancellation points
     rc = wait();
-    unwound.returned();
+    guard.returned();
     if (got(rc) && is_mutex(kind)) t->mutexes_held++;  // before the wait is settled: its debt waits for the release
     hook_post_block(wait_kind(rc), got(rc), caller);
   }

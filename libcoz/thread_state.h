@@ -207,6 +207,10 @@ struct ThreadState {
   uint64_t wait_tick_rate = 0;
   uint64_t wait_epoch = 0;  // the experiment (Shared::epoch) when the current wait began
   uint32_t wait_depth = 0;     // waits entered and not left (a signal handler's wait nests in another)
+  // The outermost open wait's kind (WaitKind) and call site: what a longjmp
+  // out of a signal handler that interrupted it ends (jumped_out_of_waits).
+  uint8_t open_wait_kind = 0;
+  uintptr_t open_wait_caller = 0;
   uint64_t last_wait_ns = 0;   // how long the last wait lasted (for the synchronization counters)
   // Credit for sitting preempted (delays.h, note_preempted), held until
   // the next sample says whether the time was the selected line's own; and

@@ -259,6 +259,12 @@ void unwound_wait(ThreadState* t, WaitKind kind, uintptr_t caller) {
   t->leave();
 }
 
+void jumped_out_of_waits(ThreadState* t) {
+  if (!t->wait_depth) return;
+  t->wait_depth = 1;
+  unwound_wait(t, static_cast<WaitKind>(t->open_wait_kind), t->open_wait_caller);
+}
+
 void fds_pipe_created(const int fds[2]) {
   settle_handed_descriptors();  // a pipe made after the child started is not the child's
   struct stat st;

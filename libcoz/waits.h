@@ -47,6 +47,13 @@ void end_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller);
 // blocked; nothing is paid (the thread is ending, and a pause would be a
 // cancellation point of its own).
 void unwound_wait(ThreadState* t, WaitKind kind, uintptr_t caller);
+// A longjmp with waits open (t->wait_depth): only a signal handler that
+// interrupted them makes one, and it leaves them all at once. The outermost
+// ends as an unwound wait, under the kind and call site its wrapper noted.
+// (A handler that jumps within itself, to a setjmp of its own, would end the
+// interrupted wait early, and that wait would count again at its return;
+// no such handler is known to us.)
+void jumped_out_of_waits(ThreadState* t);
 
 // The call site frames of the current call, innermost first, without the
 // runtime's own frames. Returns how many.

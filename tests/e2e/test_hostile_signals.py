@@ -212,3 +212,21 @@ def test_sigterm_with_the_programs_own_handler_keeps_its_status(tmp_path):
     status, recs = _end_by(signal.SIGTERM, "term_handler", tmp_path, group=False)
     assert status == 3
     assert recs[-1]["type"] == "shutdown" and recs[-1]["reason"] == "exit"
+
+
+@pytest.mark.parametrize("flags", [("-g", "-O1"), ("-g", "-O2", "-D_FORTIFY_SOURCE=2")], ids=["plain", "fortified"])
+def test_a_wait_left_by_siglongjmp_from_a_handler_ends_there(tmp_path, flags):
+    # A SIGALRM handler jumps out of a read three times (20 ms each), then the
+    # thread sleeps 200 ms. The jump ends the read's wait (hook_jump): its
+    # time is io, and the sleeps after it are sleeps. Before, the read never
+    # ended, every later wait nested in it, and all 260 ms read as `other`.
+    # The fortified build jumps through __longjmp_chk.
+    exe = build_program("longjmp_timeout", tmp_path, flags=flags)
+    plain, profiled = run_both([exe], coz_args=["--sampling-only"], profile=tmp_path / "p.coz", timeout=60)
+    assert plain.stdout == b"timeouts 3\n", plain
+    assert_same_behaviour(plain, profiled)
+    [thread] = [r for r in records(tmp_path / "p.coz") if r["type"] == "thread"]
+    waits = thread["wait_ns"]
+    # At least what the program asked for; `other` a small rest, not the waits.
+    assert waits["io"] >= 3 * 20e6 * 0.9 and waits["sleep"] >= 10 * 20e6, waits
+    assert waits["other"] < 0.1 * (waits["io"] + waits["sleep"]), waits
