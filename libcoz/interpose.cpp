@@ -262,26 +262,16 @@ COZ_REAL_FN(longjmp, nullptr)
 COZ_REAL_FN(_longjmp, nullptr)
 COZ_REAL_FN(siglongjmp, nullptr)
 COZ_REAL_FN(__longjmp_chk, nullptr)
-COZ_EXPORT void longjmp(struct __jmp_buf_tag env[1], int val) noexcept {
-  coz::hook_jump();
-  real_longjmp()(env, val);
-  __builtin_unreachable();
-}
-COZ_EXPORT void _longjmp(struct __jmp_buf_tag env[1], int val) noexcept {
-  coz::hook_jump();
-  real__longjmp()(env, val);
-  __builtin_unreachable();
-}
-COZ_EXPORT void siglongjmp(sigjmp_buf env, int val) noexcept {
-  coz::hook_jump();
-  real_siglongjmp()(env, val);
-  __builtin_unreachable();
-}
-COZ_EXPORT void __longjmp_chk(struct __jmp_buf_tag env[1], int val) noexcept {
-  coz::hook_jump();
-  real___longjmp_chk()(env, val);
-  __builtin_unreachable();
-}
+#define COZ_JUMP(name)                                                        \
+  COZ_EXPORT void name(struct __jmp_buf_tag env[1], int val) noexcept {       \
+    coz::hook_jump();                                                         \
+    real_##name()(env, val);                                                  \
+    __builtin_unreachable();                                                  \
+  }
+COZ_JUMP(longjmp)
+COZ_JUMP(_longjmp)
+COZ_JUMP(siglongjmp)
+COZ_JUMP(__longjmp_chk)
 
 // wake: joiners of this thread are released.
 COZ_EXPORT void pthread_exit(void* value) {
