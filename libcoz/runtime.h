@@ -110,6 +110,7 @@ class WaitGuard {
   WaitGuard(WaitKind kind, void* caller) : kind_(kind), caller_(caller) {
     if (ThreadState* t = hooked_thread()) {
       pre_block(t);
+      armed_ = true;  // ends only a wait it began
       if (t->wait_depth == 1) {
         t->open_wait_kind = static_cast<uint8_t>(kind);
         t->open_wait_caller = reinterpret_cast<uintptr_t>(caller);
@@ -126,7 +127,7 @@ class WaitGuard {
  private:
   WaitKind kind_;
   void* caller_;
-  bool armed_ = true;
+  bool armed_ = false;
 };
 
 // longjmp and siglongjmp: called with a wait open, the thread is in a signal

@@ -175,9 +175,9 @@ namespace {
 
 // What a wait's end records, with t->busy held: its credit, its time under
 // its kind, the hits of a sped-up wait, and its blocked samples. `unwinding`:
-// the wait ends by an unwind through its wrapper (unwound_wait), where the
-// stack is not walked again: its samples carry the call site alone, or the
-// thread's origin.
+// the wait ends by an unwind through its wrapper or a jump out of a signal
+// handler (unwound_wait), where the stack is not walked: its samples carry
+// the call site alone, or the thread's origin.
 void settle_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller, bool unwinding) {
   credit_wait(t, woken);
   uint64_t waited = wait_elapsed(t);
