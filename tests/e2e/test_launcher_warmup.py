@@ -48,18 +48,27 @@ def test_the_helper_holds_one_idle_event_and_nothing_else_while_the_program_runs
         r = coz_run(["--sampling-only", "-o", str(tmp_path / "w.coz")], ["sh", "-c", SIBLINGS], cwd=tmp_path,
                     pass_fds=(extra.fileno(),))
     assert r.returncode == 0, r.stderr.decode()
-    lines = [line.split(" ", 2) for line in r.stdout.decode().splitlines()]
-    helpers = [(int(pid), exe) for kind, pid, exe in lines if kind == "helper"]
-    assert [exe for _, exe in helpers] == [os.path.realpath(HELPER)], r.stdout
-    held = {int(fd): target for kind, fd, target in lines if kind == "hfd"}
+    assert_one_idle_helper(r.stdout)
+
+
+def assert_one_idle_helper(stdout):
+    """What SIBLINGS printed, run as the program: one helper, HELPER, holding
+    its pipe, /dev/null and its event and nothing else; the program without
+    the pipe; the helper reaped by the launcher. Returns the rest of the
+    output's lines, split."""
+    rows = [line.split(" ", 2) for line in stdout.decode().splitlines()]
+    helpers = [(int(row[1]), row[2]) for row in rows if row[0] == "helper"]
+    assert [exe for _, exe in helpers] == [os.path.realpath(HELPER)], stdout
+    held = {int(row[1]): row[2] for row in rows if row[0] == "hfd"}
     assert set(held) == {0, 1, 2, 3}, held
     assert held[0].startswith("pipe:[") and held[1] == held[2] == "/dev/null"
     assert held[3] == "anon_inode:[perf_event]"
     # The program has none of it: not the pipe whose end tells the helper to go.
-    program_fds = {target for kind, _, target in lines if kind == "pfd"}
+    program_fds = {row[2] for row in rows if row[0] == "pfd"}
     assert held[0] not in program_fds, program_fds
     # The launcher ended it and reaped it before it exited.
     assert _gone(helpers[0][0])
+    return helpers[0][0], [row for row in rows if row[0] not in ("helper", "hfd", "pfd")]
 
 
 def test_the_helper_ends_when_the_launcher_is_killed(libcoz, tmp_path):
@@ -115,16 +124,10 @@ echo "seen ${COZ_PERF_WARMUP-none}"
     r = subprocess.run([FRONT, "run", "--sampling-only", "-o", str(tmp_path / "f.coz"), "---", "sh", "-c", script],
                        env=coz_env({"COZ_PYTHON": sys.executable}), cwd=tmp_path, capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr.decode()
-    rows = [line.split(" ") for line in r.stdout.decode().splitlines()]
-    helpers = [(int(row[1]), row[2]) for row in rows if row[0] == "helper"]
-    assert [exe for _, exe in helpers] == [os.path.realpath(HELPER)], r.stdout
+    helper, rows = assert_one_idle_helper(r.stdout)
     handed = [row[1] for row in rows if row[0] == "handed"]
-    assert handed and handed[0].split(":")[0] == str(helpers[0][0]), (handed, helpers)
+    assert handed and handed[0].split(":")[0] == str(helper), (handed, helper)
     assert [row[1] for row in rows if row[0] == "seen"] == ["none"], r.stdout
-    held = {int(row[1]): row[2] for row in rows if row[0] == "hfd"}
-    assert set(held) == {0, 1, 2, 3} and held[3] == "anon_inode:[perf_event]", held
-    assert held[0] not in {row[2] for row in rows if row[0] == "pfd"}, r.stdout
-    assert _gone(helpers[0][0])
 
 
 def test_the_native_front_says_plainly_when_it_cannot_start_python(tmp_path):
