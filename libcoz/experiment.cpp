@@ -697,6 +697,10 @@ void Profiler::write_final() {
   uint64_t now = now_mono();
   std::vector<ThreadInfo*> live;
   for (auto& kv : threads_) {
+    // Only threads seen starting (note_thread): a CPU ring's late records of
+    // a thread already ended and written make an entry of their own, which
+    // has no thread to describe (written, it read tid 0 from time 0).
+    if (!kv.second.record.tid) continue;
     kv.second.record.end_ns = now;
     kv.second.record.cpu_clock_ns = thread_cpu_ns(kv.first);
     live.push_back(&kv.second);
