@@ -213,6 +213,13 @@ void Profiler::note_thread(ThreadState* t) {
   }
 }
 
+Profiler::ThreadInfo& Profiler::known_thread(pid_t tid) {
+  auto it = threads_.find(tid);
+  if (it != threads_.end()) return it->second;
+  late_ = ThreadInfo();
+  return late_;
+}
+
 void Profiler::keep_up() {
   if (!hooks_.for_each_live_thread) return;
   uint64_t now = now_mono();
@@ -233,10 +240,13 @@ void Profiler::keep_up() {
 }
 
 void Profiler::take_cpu_rings(std::vector<char>* bytes, std::vector<Taken>* taken) {
-  if (!config_.sampling_only || !sampler_cpu_rings()) return;
+  if (!config_.sampling_only || (!hooks_.take_cpu_records && !sampler_cpu_rings())) return;
   static thread_local std::vector<ThreadRecords> chunks;
   chunks.clear();
-  take_cpu_records(bytes, &chunks, &total_lost_);
+  if (hooks_.take_cpu_records)
+    hooks_.take_cpu_records(bytes, &chunks, &total_lost_);
+  else
+    take_cpu_records(bytes, &chunks, &total_lost_);
   for (const ThreadRecords& c : chunks) taken->push_back({c.tid, c.offset, c.size, 0, true});
 }
 
@@ -326,7 +336,7 @@ void Profiler::drain() {
     for (pid_t tid : ended_) cpu_ring_thread_ended(tid);
   const uint64_t period = config_.sample_period_ns;
   for (const Taken& tk : taken_) {
-    ThreadInfo& info = threads_[tk.tid];
+    ThreadInfo& info = known_thread(tk.tid);
     uint64_t lost = 0, skipped = 0;
     parse_records(taken_bytes_.data() + tk.offset, tk.size, &info.switches, tk.period_ns, &lost, &skipped,
                   [&](Sample& smp) {
@@ -354,7 +364,7 @@ void Profiler::drain() {
       smp.flags &= ~kSampleTruncated;
     }
     if (smp.flags & kSampleTruncated) truncated_++;
-    ThreadInfo& info = threads_[p.tid];
+    ThreadInfo& info = known_thread(p.tid);
     if (uint32_t kind = sample_kind(smp.flags)) {
       account_blocked(p.tid, kind, smp);
       continue;
@@ -697,9 +707,9 @@ void Profiler::write_final() {
   uint64_t now = now_mono();
   std::vector<ThreadInfo*> live;
   for (auto& kv : threads_) {
-    // Only threads seen starting (note_thread): a CPU ring's late records of
-    // a thread already ended and written make an entry of their own, which
-    // has no thread to describe (written, it read tid 0 from time 0).
+    // Only threads seen starting (note_thread): an entry without a start has
+    // no thread to describe (written, it read tid 0 from time 0). Entries
+    // come only from note_thread now (known_thread); this stays the guard.
     if (!kv.second.record.tid) continue;
     kv.second.record.end_ns = now;
     kv.second.record.cpu_clock_ns = thread_cpu_ns(kv.first);

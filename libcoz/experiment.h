@@ -18,6 +18,7 @@
 #include "line_map.h"
 #include "profile_writer.h"
 #include "progress.h"
+#include "sampler.h"
 #include "locks.h"
 #include "stacks.h"
 #include "symbolizer.h"
@@ -157,6 +158,9 @@ struct ProfilerHooks {
   std::function<std::vector<pid_t>()> live_tids;
   // Hardware counter totals of every thread, or why there are none.
   std::function<void(std::vector<std::pair<std::string, uint64_t>>*, std::string*)> hardware_counters;
+  // Sampling-only: takes the CPU rings' records, split by thread (optional:
+  // else the sampler's own, take_cpu_records, when it opened CPU rings).
+  std::function<void(std::vector<char>*, std::vector<ThreadRecords>*, uint64_t*)> take_cpu_records;
 };
 
 class Profiler {
@@ -165,6 +169,8 @@ class Profiler {
 
   // Runs in a thread created by the runtime, with every signal blocked.
   void run();
+  // The threads it keeps an entry of (tests).
+  size_t threads_known() const { return threads_.size(); }
   // The runtime's own code, whose frames a stack keeps only the outermost of (stacks.h).
   void set_runtime_code(uintptr_t start, uintptr_t end, uintptr_t unwinder_start, uintptr_t unwinder_end,
                         uintptr_t unwinding) {
@@ -274,6 +280,12 @@ class Profiler {
     bool named = false;
   };
   void note_thread(ThreadState* t);
+  // The entry of a thread seen starting (note_thread), else a scratch one:
+  // a CPU ring's records that come after their thread's end and record
+  // (its exit path) count in the stacks, but make no entry that would stay
+  // for the rest of the run, one per thread ended.
+  ThreadInfo& known_thread(pid_t tid);
+  ThreadInfo late_;
   std::string group_of(ThreadInfo* info);
   // Ended threads' `thread` records, after one stack flush for them all.
   void finish_threads(const std::vector<ThreadInfo*>& infos);

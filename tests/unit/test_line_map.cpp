@@ -15,6 +15,7 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <link.h>
+#include <linux/perf_event.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -664,6 +665,51 @@ TEST(ProfilerDrain, AThreadEndingDuringALookIsRetiredByTheNextOne) {
   EXPECT_EQ(t.state.load(), coz::kThreadRetired);
   EXPECT_EQ(t.locks, nullptr) << "its final counts taken, its table freed";
   EXPECT_TRUE(coz::recyclable(t));
+}
+
+// Sampling-only: a CPU ring's records that come after their thread ended
+// and was written (its exit path runs on after the runtime's end hook)
+// make no thread entry. They made one per thread ended, kept for the rest
+// of the run, and the run's end wrote each as a thread of tid 0 from time 0.
+TEST(ProfilerDrain, LateRingRecordsOfAnEndedThreadMakeNoEntry) {
+  coz::LineMap m({"MAIN"}, {"%"});
+  coz::ThreadState t;
+  t.tid = 4242;
+  t.start_ns = 1;
+  bool listed = true;
+  std::vector<char> late;  // the CPU rings' next records
+  coz::ProfilerHooks hooks;
+  hooks.for_each_thread = [&](const std::function<void(coz::ThreadState*)>& fn) {
+    if (listed) fn(&t);
+  };
+  hooks.take_cpu_records = [&](std::vector<char>* out, std::vector<coz::ThreadRecords>* chunks, uint64_t*) {
+    if (late.empty()) return;
+    chunks->push_back({t.tid, out->size(), late.size()});
+    out->insert(out->end(), late.begin(), late.end());
+    late.clear();
+  };
+  coz::Config config;
+  config.sampling_only = true;
+  coz::ProfileWriter w;
+  coz::Profiler p(config, &m, &w, hooks);
+  p.drain();
+  EXPECT_EQ(p.threads_known(), 1u);
+  t.state.store(coz::kThreadEnded);
+  p.drain();
+  EXPECT_EQ(p.threads_known(), 0u) << "ended and written";
+  listed = false;  // recycled
+  // Its switch out at exit: header, then sample_id's pid, tid and time.
+  struct {
+    perf_event_header hdr;
+    uint32_t pid, tid;
+    uint64_t time;
+  } rec = {{PERF_RECORD_SWITCH, PERF_RECORD_MISC_SWITCH_OUT, 24}, 4242, 4242, 5};
+  static_assert(sizeof rec == 24, "packed as the kernel writes it");
+  const char* bytes = reinterpret_cast<const char*>(&rec);
+  late.assign(bytes, bytes + sizeof rec);
+  p.drain();
+  EXPECT_TRUE(late.empty()) << "the records were taken";
+  EXPECT_EQ(p.threads_known(), 0u) << "no entry for a thread no longer known";
 }
 
 TEST(SampleRing, VariableLengthRecordsWrapAroundAndFill) {
