@@ -76,7 +76,12 @@ def adopt_perf_warmup(env=None):
     # must not take the program's standard input or another descriptor away.
     try:
         pid, fd = (int(part) for part in given.split(":"))
-        if fd <= 2 or os.readlink(f"/proc/self/fd/{fd}")[:5] != "pipe:" or os.waitpid(pid, os.WNOHANG) != (0, 0):
+        if fd <= 2 or os.readlink(f"/proc/self/fd/{fd}")[:5] != "pipe:":
+            return None
+        if os.waitpid(pid, os.WNOHANG) != (0, 0):
+            # The front's helper, already gone (now reaped): its pipe is the
+            # front's too, and no use to anyone; the program must not inherit it.
+            os.close(fd)
             return None
         os.set_inheritable(fd, False)
     except (ValueError, OSError):  # ChildProcessError: not a child of this process

@@ -765,6 +765,20 @@ def test_the_launcher_adopts_the_native_fronts_helper_and_nothing_else():
                 assert os.get_inheritable(write_end) and os.get_inheritable(other_file.fileno()), value
         assert os.get_inheritable(0) == stdin_inheritable  # "PID:0" above left standard input alone
         assert library.adopt_perf_warmup({}) is None
+        # A helper that died before the hand-over was read: its pipe is the
+        # front's, closed, so that the program does not inherit it.
+        child.kill()
+        child.wait()
+        dead_child = subprocess.Popen(["true"])
+        os.waitid(os.P_PID, dead_child.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped
+        dead_read, dead_write = os.pipe()
+        os.set_inheritable(dead_write, True)
+        env = {"COZ_PERF_WARMUP": f"{dead_child.pid}:{dead_write}"}
+        assert library.adopt_perf_warmup(env) is None
+        assert env == {}
+        with pytest.raises(OSError):
+            os.fstat(dead_write)  # closed
+        os.close(dead_read)
     finally:
         child.kill()
         child.wait()
