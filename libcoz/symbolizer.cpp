@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -35,6 +36,10 @@ struct Object {
   Dwfl* dwfl = nullptr;
   Dwfl_Module* module = nullptr;
   std::string build_id;
+  // The functions' ranges from .eh_frame_hdr's table, sorted (module
+  // addresses): read on the first address that no symbol names.
+  bool read_unwind_ranges = false;
+  std::vector<std::pair<uintptr_t, uintptr_t>> unwind_ranges;
   ~Object() {
     if (dwfl) dwfl_end(dwfl);
   }
@@ -240,6 +245,89 @@ struct Symbolizer::Impl {
   }
 };
 
+namespace {
+// A section's address and bytes, or none.
+struct SectionBytes {
+  uintptr_t addr = 0;
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+};
+SectionBytes section_named(Elf* elf, const char* want) {
+  SectionBytes out;
+  size_t shstrndx = 0;
+  if (elf_getshdrstrndx(elf, &shstrndx) != 0) return out;
+  for (Elf_Scn* scn = nullptr; (scn = elf_nextscn(elf, scn));) {
+    GElf_Shdr sh;
+    const char* name = gelf_getshdr(scn, &sh) ? elf_strptr(elf, shstrndx, sh.sh_name) : nullptr;
+    if (!name || strcmp(name, want) != 0 || sh.sh_type == SHT_NOBITS) continue;
+    Elf_Data* d = elf_rawdata(scn, nullptr);
+    if (!d || !d->d_buf) return out;
+    out.addr = static_cast<uintptr_t>(sh.sh_addr);
+    out.data = static_cast<const uint8_t*>(d->d_buf);
+    out.size = d->d_size;
+    return out;
+  }
+  return out;
+}
+int32_t read_s32(const uint8_t* p) {
+  int32_t v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Every function's range, as the unwind entries (.eh_frame FDEs) that the
+// compiler emits for each function, symbol or not, give them: the sorted
+// table of .eh_frame_hdr (a function's start), each entry's FDE for its
+// length. Only the layout GCC and Clang write is read (table of
+// datarel|sdata4 pairs, FDEs of pcrel|sdata4 starts whose start matches the
+// table's); an entry in another is left out.
+std::vector<std::pair<uintptr_t, uintptr_t>> read_unwind_ranges(Elf* elf) {
+  std::vector<std::pair<uintptr_t, uintptr_t>> out;
+  const SectionBytes hdr = section_named(elf, ".eh_frame_hdr");
+  const SectionBytes frames = section_named(elf, ".eh_frame");
+  constexpr uint8_t kPcrelSdata4 = 0x1b, kUdata4 = 0x03, kDatarelSdata4 = 0x3b;
+  if (hdr.size < 12 || !frames.data || hdr.data[0] != 1 || hdr.data[1] != kPcrelSdata4 || hdr.data[2] != kUdata4 ||
+      hdr.data[3] != kDatarelSdata4)
+    return out;
+  uint32_t count;
+  memcpy(&count, hdr.data + 8, sizeof count);
+  if (count > (hdr.size - 12) / 8) return out;
+  out.reserve(count);
+  for (uint32_t i = 0; i < count; i++) {
+    const uint8_t* entry = hdr.data + 12 + 8 * static_cast<size_t>(i);
+    const uintptr_t start = hdr.addr + static_cast<intptr_t>(read_s32(entry));
+    const uintptr_t fde = hdr.addr + static_cast<intptr_t>(read_s32(entry + 4));
+    // FDE: length (4), CIE pointer (4), start (pcrel sdata4), length of code (4).
+    if (fde < frames.addr || fde - frames.addr + 16 > frames.size) continue;
+    const uint8_t* f = frames.data + (fde - frames.addr);
+    const uintptr_t begin = fde + 8 + static_cast<intptr_t>(read_s32(f + 8));
+    const uint32_t length = static_cast<uint32_t>(read_s32(f + 12));
+    if (begin != start || length == 0) continue;  // another encoding
+    out.emplace_back(start, start + length);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The start (module address) of the function that covers `addr`, a module
+// address, by its unwind entry.
+bool unwind_entry_start(Object* o, Dwarf_Addr addr, uintptr_t* start) {
+  Dwarf_Addr bias = 0;
+  Elf* elf = dwfl_module_getelf(o->module, &bias);
+  if (!o->read_unwind_ranges) {
+    o->read_unwind_ranges = true;
+    if (elf) o->unwind_ranges = read_unwind_ranges(elf);
+  }
+  if (!elf || addr < bias) return false;
+  const uintptr_t vaddr = static_cast<uintptr_t>(addr - bias);
+  const auto& r = o->unwind_ranges;
+  auto it = std::upper_bound(r.begin(), r.end(), std::make_pair(vaddr, UINTPTR_MAX));
+  if (it == r.begin() || vaddr >= std::prev(it)->second) return false;
+  *start = static_cast<uintptr_t>(std::prev(it)->first + bias);
+  return true;
+}
+}  // namespace
+
 Symbolizer::Symbolizer(InScope in_scope) : impl_(new Impl(std::move(in_scope))) { elf_version(EV_CURRENT); }
 Symbolizer::~Symbolizer() = default;
 
@@ -332,6 +420,18 @@ Symbolized Symbolizer::symbolize(uintptr_t pc) {
     SourceFrame f;
     f.function = plt;
     out.frames.push_back(f);
+  } else if (uintptr_t start = 0; unwind_entry_start(o, addr, &start)) {
+    // No symbol at all (a stripped executable's own functions, a stripped
+    // library's static ones): the function its unwind entry covers, named
+    // by where it starts, so that its addresses are one frame, as a named
+    // function's are, not one per instruction.
+    SourceFrame f;
+    char hex[2 + 2 * sizeof(uintptr_t) + 1];
+    snprintf(hex, sizeof hex, "0x%jx", static_cast<uintmax_t>(start));
+    const size_t slash = o->path.rfind('/');
+    f.function = (slash == std::string::npos ? o->path : o->path.substr(slash + 1)) + "+" + hex;
+    out.frames.push_back(f);
+    out.symbol_start = start + o->bias;
   }
   return out;
 }

@@ -202,6 +202,40 @@ int runtime_dlclose(void* h) {
   return rc;
 }
 
+TEST(Symbolizer, AFunctionWithoutAnySymbolIsNamedByItsUnwindEntry) {
+  // A stripped library's static function (a stripped executable's own
+  // functions alike): no symbol anywhere, but an unwind entry. Every
+  // address in it is one frame, named by the object and where it starts,
+  // not one frame per instruction.
+  const std::string lib = kBin + "/liblm_stripped.so";
+  void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  auto pointer = reinterpret_cast<int (**)(int)>(dlsym(h, "fixture_stripped_static"));
+  void* entry = dlsym(h, "fixture_stripped_entry");
+  ASSERT_NE(pointer, nullptr);
+  ASSERT_NE(entry, nullptr);
+  const auto fn = reinterpret_cast<uintptr_t>(*pointer);
+  Dl_info info;
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(fn), &info), 0);
+  ASSERT_EQ(info.dli_sname, nullptr) << "the fixture's static function has a symbol: " << info.dli_sname;
+  char name[64];
+  snprintf(name, sizeof name, "liblm_stripped.so+0x%jx",
+           static_cast<uintmax_t>(fn - reinterpret_cast<uintptr_t>(info.dli_fbase)));
+  coz::Symbolizer s;
+  for (uintptr_t pc : {fn, fn + 1, fn + 4}) {
+    coz::Symbolized r = s.symbolize(pc);
+    EXPECT_EQ(r.object, lib);
+    ASSERT_EQ(r.frames.size(), 1u);
+    EXPECT_EQ(r.frames[0].function, name);
+    EXPECT_EQ(r.frames[0].file, "");
+    EXPECT_EQ(r.symbol_start, fn) << "one location for the function";
+  }
+  // An exported function keeps its .dynsym name.
+  coz::Symbolized r = s.symbolize(reinterpret_cast<uintptr_t>(entry) + 1);
+  ASSERT_EQ(r.frames.size(), 1u);
+  EXPECT_EQ(r.frames[0].function, "fixture_stripped_entry");
+}
+
 bool listed_unloaded(const std::string& path) {
   for (const coz::LoadedObject& o : coz::unloaded_objects())
     if (o.name == path) return true;
