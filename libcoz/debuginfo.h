@@ -33,6 +33,10 @@ int find_debuginfo_local(Dwfl_Module* mod, void** userdata, const char* modname,
 // file without debug information.
 Dwfl_Module* report_elf(Dwfl* dwfl, const std::string& path, int* open_error = nullptr);
 
+// The last component of a path ("/usr/bin/sort" is "sort"; a name
+// without a slash is itself): how a frame or a call site names its object.
+std::string path_base(const std::string& path);
+
 // Lexical normalization: drops empty and "." components and folds
 // "dir/.." ("/build/obj/../src/app.c" becomes "/build/src/app.c").
 std::string normalize_path(const std::string& path);

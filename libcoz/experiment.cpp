@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "delays.h"
 #include "counters.h"
+#include "debuginfo.h"
 #include "rawlog.h"
 #include "sampler.h"
 #include "unwind.h"
@@ -474,7 +475,7 @@ std::string Profiler::site_name(uintptr_t pc) {
   // Outside the scope: the function and its object, from the symbolizer.
   Symbolized s = symbolizer_.symbolize(pc);
   std::string fn = s.frames.empty() ? "" : s.frames.back().function;
-  std::string obj = s.object.substr(s.object.rfind('/') == std::string::npos ? 0 : s.object.rfind('/') + 1);
+  std::string obj = path_base(s.object);
   return (fn.empty() ? "?" : fn) + " (" + (obj.empty() ? "?" : obj) + ")";
 }
 

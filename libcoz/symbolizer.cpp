@@ -428,8 +428,7 @@ Symbolized Symbolizer::symbolize(uintptr_t pc) {
     SourceFrame f;
     char hex[2 + 2 * sizeof(uintptr_t) + 1];
     snprintf(hex, sizeof hex, "0x%jx", static_cast<uintmax_t>(start));
-    const size_t slash = o->path.rfind('/');
-    f.function = (slash == std::string::npos ? o->path : o->path.substr(slash + 1)) + "+" + hex;
+    f.function = path_base(o->path) + "+" + hex;
     out.frames.push_back(f);
     out.symbol_start = start + o->bias;
   }

@@ -54,8 +54,8 @@ def test_the_helper_holds_one_idle_event_and_nothing_else_while_the_program_runs
 def assert_one_idle_helper(stdout):
     """What SIBLINGS printed, run as the program: one helper, HELPER, holding
     its pipe, /dev/null and its event and nothing else; the program without
-    the pipe; the helper reaped by the launcher. Returns the rest of the
-    output's lines, split."""
+    the pipe; the helper reaped by the launcher. Returns the helper's pid
+    and the output's other lines, split."""
     rows = [line.split(" ", 2) for line in stdout.decode().splitlines()]
     helpers = [(int(row[1]), row[2]) for row in rows if row[0] == "helper"]
     assert [exe for _, exe in helpers] == [os.path.realpath(HELPER)], stdout
