@@ -496,6 +496,7 @@ void Profiler::write_locks() {
     x->wait_ns = s.wait_ns;
     x->hold_ns = static_cast<uint64_t>(static_cast<double>(s.hold_ticks) * locks_.ns_per_tick());
     x->hold_sd_ns = static_cast<uint64_t>(std::sqrt(s.hold_var) * locks_.ns_per_tick());
+    x->hold_top_ns = static_cast<uint64_t>(static_cast<double>(s.top_excess_ticks) * locks_.ns_per_tick());
     x->trylocks = s.trylocks;
     x->trylock_failures = s.trylock_failures;
   };

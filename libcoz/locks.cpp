@@ -230,6 +230,9 @@ void lock_released_slow(LockTable* tab, const void* object, LockClock clock) {
       const double w = static_cast<double>(h.weight), t2 = static_cast<double>(ticks) * static_cast<double>(ticks);
       std::atomic<double>& var = h.counts->hold_var;  // (one writer, as bump)
       var.store(var.load(std::memory_order_relaxed) + (w - 1) * w * t2, std::memory_order_relaxed);
+      const uint64_t excess = (h.weight - 1) * ticks;
+      if (excess > h.counts->top_excess_ticks.load(std::memory_order_relaxed))
+        h.counts->top_excess_ticks.store(excess, std::memory_order_relaxed);
     } else {
       bump(h.counts->hold_ticks, ticks);
     }
@@ -291,6 +294,7 @@ void LockSiteTotals::add(const LockCounts& c) {
   hold_ticks += c.hold_ticks.load(std::memory_order_relaxed) + c.weighted_hold_ticks.load(std::memory_order_relaxed);
   sampled_holds += c.sampled_holds.load(std::memory_order_relaxed);
   hold_var += c.hold_var.load(std::memory_order_relaxed);
+  top_excess_ticks += c.top_excess_ticks.load(std::memory_order_relaxed);
   trylocks += c.trylocks.load(std::memory_order_relaxed);
   trylock_failures += c.trylock_failures.load(std::memory_order_relaxed);
 }
@@ -303,6 +307,7 @@ void LockSiteTotals::add(const LockSiteTotals& s) {
   hold_ticks += s.hold_ticks;
   sampled_holds += s.sampled_holds;
   hold_var += s.hold_var;  // (independent samplings: variances add)
+  top_excess_ticks += s.top_excess_ticks;
   trylocks += s.trylocks;
   trylock_failures += s.trylock_failures;
 }

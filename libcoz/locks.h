@@ -69,6 +69,10 @@ struct LockCounts {
   std::atomic<uint64_t> weighted_hold_ticks{0};   // sampled holds, each times its weight (1 / its chance of being timed)
   std::atomic<uint64_t> sampled_holds{0};         // how many of those
   std::atomic<double> hold_var{0};                // the sum of (w - 1) w ticks^2 over them: the estimate's variance
+  // Of those, the one that weighs most: (w - 1) ticks, what it adds to
+  // the estimate beyond itself. One hold timed across a preemption of its
+  // holder can be most of a short section's estimate (docs/locks.md 4).
+  std::atomic<uint64_t> top_excess_ticks{0};
 };
 
 // Hold-time sampling (see the header comment).
@@ -202,9 +206,10 @@ struct LockSiteTotals {
   // (0 when exact). hold_ticks: the estimate, timed holds plus the sampled
   // ones scaled by their weights; sampled_holds: how many holds that
   // estimate rests on besides the ones timed with certainty (0: exact);
-  // hold_var: the estimated variance of hold_ticks (ticks^2; 0 when exact).
+  // hold_var: the estimated variance of hold_ticks (ticks^2; 0 when exact);
+  // top_excess_ticks: the sum over the slots of their top_excess_ticks.
   uint64_t acquisitions = 0, contended = 0, wait_ns = 0, hold_ticks = 0, trylocks = 0, trylock_failures = 0;
-  uint64_t sampled_holds = 0;
+  uint64_t sampled_holds = 0, top_excess_ticks = 0;
   double acquisitions_var = 0, hold_var = 0;
   void add(const LockCounts& c);
   void add(const LockSiteTotals& s);

@@ -365,7 +365,8 @@ std::string lock_counts(const LockSiteRecord& c) {
   return "\"acquisitions\":" + std::to_string(c.acquisitions) + ",\"acquisitions_sd\":" +
          std::to_string(c.acquisitions_sd) + ",\"contended\":" + std::to_string(c.contended) +
          ",\"wait_ns\":" + std::to_string(c.wait_ns) + ",\"hold_ns\":" + std::to_string(c.hold_ns) +
-         ",\"hold_sd_ns\":" + std::to_string(c.hold_sd_ns) + ",\"trylocks\":" + std::to_string(c.trylocks) +
+         ",\"hold_sd_ns\":" + std::to_string(c.hold_sd_ns) + ",\"hold_top_ns\":" + std::to_string(c.hold_top_ns) +
+         ",\"trylocks\":" + std::to_string(c.trylocks) +
          ",\"trylock_failures\":" + std::to_string(c.trylock_failures);
 }
 

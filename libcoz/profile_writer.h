@@ -127,6 +127,7 @@ struct LockSiteRecord {
   std::string site;
   uint64_t acquisitions = 0, contended = 0, wait_ns = 0, hold_ns = 0, trylocks = 0, trylock_failures = 0;
   uint64_t hold_sd_ns = 0;  // the standard error of hold_ns (0: exact)
+  uint64_t hold_top_ns = 0;  // of hold_ns, what each slot's weightiest sampled hold adds beyond itself
   uint64_t acquisitions_sd = 0;  // the standard error of acquisitions (0: exact)
 };
 struct LockRecord {

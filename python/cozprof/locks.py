@@ -51,7 +51,7 @@ MAIN_GROUP = "main"
 CATEGORIES = ("improper-granularity", "asymmetric-contention", "over-synchronization",
               "improper-primitive", "load-imbalance")
 
-_COUNTERS = ("acquisitions", "contended", "wait_ns", "hold_ns", "trylocks", "trylock_failures")
+_COUNTERS = ("acquisitions", "contended", "wait_ns", "hold_ns", "trylocks", "trylock_failures", "hold_top_ns")
 # The estimates' standard errors (0: exact), added as variances.
 _ERRORS = ("acquisitions_sd", "hold_sd_ns")
 
@@ -142,6 +142,7 @@ def figures(c, elapsed_ns, threads=1):
         "hold_ns": c["hold_ns"],
         "hold_sd_ns": math.sqrt(c.get("hold_sd_ns_var", 0)),
         "mean_hold_ns": c["hold_ns"] / acq if acq else 0.0,
+        "mean_hold_trimmed_ns": max(0, c["hold_ns"] - c.get("hold_top_ns", 0)) / acq if acq else 0.0,
         "hold_share": c["hold_ns"] / elapsed_ns if elapsed_ns > 0 else 0.0,
         "trylocks": c["trylocks"],
         "trylock_failures": c["trylock_failures"],
@@ -161,6 +162,17 @@ def contended_by(fig, th):
     return "rate" if rate else "waiting" if waiting else None
 
 
+def short_sections(fig, th):
+    """Whether the critical sections count as "a few instructions": their
+    mean hold, with the weightiest sampled hold of each thread's count taken
+    once instead of 64 times (`mean_hold_trimmed_ns`), is under
+    th["short_hold_ns"]. A sampled hold timed across a preemption of its
+    holder counts 64 times (docs/locks.md section 1): one such hold in a
+    short run lifts the mean of a two-instruction section past a
+    microsecond (section 4)."""
+    return fig.get("mean_hold_trimmed_ns", fig.get("mean_hold_ns", 0)) < th["short_hold_ns"]
+
+
 def quadrant(fig, th, preempted_holders=True):
     """SyncPerf's figure 1: Q2 frequent and contended, Q4 frequent only, Q1
     contended only, Q3 neither (contended: see contended_by). With
@@ -168,7 +180,7 @@ def quadrant(fig, th, preempted_holders=True):
     few instructions do not make a lock contended (below)."""
     frequent = fig["frequency"] >= th["frequency"]
     why = contended_by(fig, th)
-    if preempted_holders and why == "waiting" and 0 < fig.get("mean_hold_ns", 0) < th["short_hold_ns"]:
+    if preempted_holders and why == "waiting" and 0 < fig.get("mean_hold_ns", 0) and short_sections(fig, th):
         # Waits without a contention rate, around a few instructions: a
         # holder lost its CPU inside one (a loaded machine). The acquisitions
         # are still the cost; splitting the lock would not help. Measured on
@@ -459,10 +471,13 @@ def classify(entry, th):
                     SUGGESTIONS[("improper-granularity", "Q1")])
         return None
     if q == "Q4":
-        if fig["mean_hold_ns"] < th["short_hold_ns"]:
-            return ("improper-primitive", "quadrant", "frequent, uncontended, critical sections of a few "
-                    "instructions: the acquisitions are the cost",
-                    SUGGESTIONS[("improper-primitive", "Q4")])
+        if short_sections(fig, th):
+            reason = "frequent, uncontended, critical sections of a few instructions: the acquisitions are the cost"
+            if fig["mean_hold_ns"] >= th["short_hold_ns"]:
+                reason += (f" (the mean hold, {fig['mean_hold_ns']:.0f} ns, is "
+                           f"{fig['mean_hold_trimmed_ns']:.0f} ns with the weightiest sampled hold of each "
+                           "thread's count taken once: a hold timed across a preemption of its holder)")
+            return ("improper-primitive", "quadrant", reason, SUGGESTIONS[("improper-primitive", "Q4")])
         return ("improper-granularity", "quadrant", "frequent and uncontended: the acquisitions are the cost",
                 SUGGESTIONS[("improper-granularity", "Q4")])
     return None

@@ -142,7 +142,10 @@ def test_cell_locks_around_two_instructions_are_improper_primitive(libcoz, tmp_p
     site = e["sites"][0]["site"]
     assert [x["key"] for x in r["locks"] if any(s["site"] == site for s in x["sites"])] == [e["key"]]
     assert e["figures"]["contention"] < locks.CONTENTION
-    assert e["figures"]["mean_hold_ns"] < locks.SHORT_HOLD_NS
+    # The sections as the report judges them: a hold timed across a
+    # preemption of its holder on a busy machine, counting 64 times, once
+    # read 1152 ns here (docs/locks.md section 4).
+    assert e["figures"]["mean_hold_trimmed_ns"] < locks.SHORT_HOLD_NS
     (f,) = finding(r, e)
     assert (f["category"], f["quadrant"]) == ("improper-primitive", "Q4")
     assert "atomic" in f["suggestion"]
