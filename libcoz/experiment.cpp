@@ -733,7 +733,8 @@ void Profiler::write_final() {
   r.truncated_stacks = truncated_;
   r.experiments = experiments_;
   r.period_turns = period_turns_;
-  if (progress().empty() && !config_.sampling_only && !config_.locks_only) {
+  // (--end-to-end: the run's end is its progress point.)
+  if (progress().empty() && !config_.sampling_only && !config_.locks_only && !config_.end_to_end) {
     std::string msg =
         "no progress point was reached: add COZ_PROGRESS to the program (include <coz.h>), "
         "or give --progress file:line or --end-to-end";

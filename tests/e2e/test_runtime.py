@@ -504,6 +504,18 @@ def test_end_to_end_mode_runs_one_experiment(build, tmp_path):
     assert exps[0]["selected_samples"] > 0
 
 
+def test_end_to_end_mode_does_not_ask_for_a_progress_point(tmp_path):
+    # A program without progress points or debug information: --end-to-end's
+    # progress is the run's end, so the warning that suggests it is not given
+    # (it once was). The missing debug information is still said.
+    out = tmp_path / "e2e.coz"
+    r = coz_run(["--end-to-end", "-o", str(out)], ["/bin/sleep", "0.05"])
+    assert r.returncode == 0, r.stderr.decode()
+    err = r.stderr.decode()
+    assert "no debug information" in err and "no progress point" not in err, err
+    assert "no-progress-point" not in [w["code"] for w in records(out) if w["type"] == "warning"]
+
+
 def test_latency_points_count_arrivals_and_departures(build, tmp_path):
     exe = build("requests")
     out = tmp_path / "lat.coz"
