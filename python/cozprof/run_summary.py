@@ -30,7 +30,9 @@ from .stat import children_of
 # analysis would import numpy).
 MIN_POINTS = 3
 FIXED_SPEEDUP_MIN_POINTS = 2
-MAX_WARNINGS_PER_CODE = 5  # distinct messages of one kind printed before "N more"
+MAX_WARNINGS_PER_CODE = 5
+# Modes that run no experiment (the runtime's `startup` record's `mode`).
+QUIET_MODES = ("sampling-only", "locks-only")  # distinct messages of one kind printed before "N more"
 
 PREFIX = "coz: note: "
 
@@ -281,6 +283,8 @@ def summarize(runs, wall_s=None):
     found = curves(runs)
     usable, sped_up = usable_experiments_of(found)
     return {"processes": len(runs),
+            # Runs without experiments by design: their line leaves them out.
+            "quiet": bool(runs) and all(r.mode in QUIET_MODES for r in runs),
             "experiments": sum(len(r.experiments) for r in runs),
             "usable": usable, "sped_up": sped_up,
             "per_minute": 60.0 * usable / wall_s if wall_s else None,
@@ -354,10 +358,9 @@ def summary_line(figures, files, outputs):
     usable = f"{figures['usable']} usable"
     if figures.get("per_minute") is not None:
         usable += f" ({figures['per_minute']:.1f} per minute)"
-    parts = [_n(figures["experiments"], "experiment"), usable,
-             f"{_n(figures['lines'], 'line')} with enough data",
-             _n(figures["samples"], "sample"),
-             _n(figures["lost_records"], "lost record")]
+    parts = [] if figures.get("quiet") else [_n(figures["experiments"], "experiment"), usable,
+                                             f"{_n(figures['lines'], 'line')} with enough data"]
+    parts += [_n(figures["samples"], "sample"), _n(figures["lost_records"], "lost record")]
     if figures["dropped_samples"]:
         parts.append(_n(figures["dropped_samples"], "dropped sample"))
     if len(files) == 1:

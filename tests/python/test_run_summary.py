@@ -222,7 +222,7 @@ def test_summary_line_figures_and_plurals(tmp_path):
     runs[1].samples = {"/a.c:1": 30}
     runs[1].out_of_scope = 4
     figures = run_summary.summarize(runs)
-    assert figures == {"processes": 2, "experiments": 3, "usable": 0, "sped_up": 0, "per_minute": None,
+    assert figures == {"processes": 2, "quiet": False, "experiments": 3, "usable": 0, "sped_up": 0, "per_minute": None,
                        "lines": 0, "samples": 734, "lost_records": 1, "dropped_samples": 0}
     line = run_summary.summary_line(figures, [str(tmp_path / "p.coz")], outputs)
     assert line == (f"coz: note: 3 experiments, 0 usable, 0 lines with enough data, 734 samples, 1 lost record; "
@@ -231,6 +231,23 @@ def test_summary_line_figures_and_plurals(tmp_path):
     line = run_summary.summary_line(figures, [str(tmp_path / "p.coz"), str(tmp_path / "p.9.coz")], outputs)
     assert line == ("coz: note: 1 experiment, 1 usable (2.0 per minute), 1 line with enough data, 1 sample, "
                     f"1 lost record, 2 dropped samples; profiles: {tmp_path}/p.coz and 1 more ({tmp_path}/p.<pid>.coz)")
+
+
+def test_summary_line_of_runs_without_experiments_leaves_them_out(tmp_path):
+    # --sampling-only and --locks-only run no experiment by design: "0
+    # experiments, 0 usable, 0 lines with enough data" would read as a failure.
+    outputs = run_summary.Outputs(str(tmp_path / "p.coz"), follow_children=False)
+    runs = [run_with([], 0, {"samples": 90, "lost_records": 0, "dropped_samples": 0}) for _ in range(2)]
+    runs[0].startup["mode"] = "sampling-only"
+    runs[1].startup["mode"] = "locks-only"
+    figures = run_summary.summarize(runs)
+    assert figures["quiet"]
+    assert run_summary.summary_line(figures, [str(tmp_path / "p.coz")], outputs) == \
+        f"coz: note: 180 samples, 0 lost records; profile: {tmp_path}/p.coz"
+    # One causal run among them (a child run without the option): the whole line.
+    runs[1].startup["mode"] = "causal"
+    assert run_summary.summary_line(run_summary.summarize(runs), [str(tmp_path / "p.coz")], outputs) == \
+        f"coz: note: 0 experiments, 0 usable, 0 lines with enough data, 180 samples, 0 lost records; profile: {tmp_path}/p.coz"
 
 
 def test_usable_experiments_per_minute_of_wall_time():
