@@ -106,6 +106,9 @@ std::set<std::pair<uintptr_t, std::string>>* g_seen_objects = nullptr;
 // Signal virtualization.
 InternalLock g_signal_lock;
 const int kTerminateSignals[] = {SIGINT, SIGTERM, SIGHUP};
+// A crash: the final records are written before the process dies of it.
+const int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+std::atomic<pid_t> g_profiler_tid{0};
 struct sigaction g_program_action[_NSIG];  // the program's view of virtualized signals
 
 pid_t raw_getpid() { return static_cast<pid_t>(sys(SYS_getpid)); }
@@ -244,10 +247,18 @@ void scan_objects() {
 
 // --- signals ----------------------------------------------------------------
 
-bool is_terminate_signal(int sig) {
-  for (int s : kTerminateSignals)
+bool is_crash_signal(int sig) {
+  for (int s : kCrashSignals)
     if (s == sig) return true;
   return false;
+}
+
+// The signals whose default action ends the process and that the runtime
+// catches, while the program leaves them at it, to write the final records.
+bool is_final_signal(int sig) {
+  for (int s : kTerminateSignals)
+    if (s == sig) return true;
+  return is_crash_signal(sig);
 }
 
 const char* signal_name(int sig) {
@@ -255,6 +266,11 @@ const char* signal_name(int sig) {
     case SIGINT: return "SIGINT";
     case SIGTERM: return "SIGTERM";
     case SIGHUP: return "SIGHUP";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGILL: return "SIGILL";
+    case SIGFPE: return "SIGFPE";
+    case SIGABRT: return "SIGABRT";
     default: return "signal";
   }
 }
@@ -279,7 +295,7 @@ void die_by_default(int sig) {
 // thread that cannot finish makes the exit wait this long; it says so.
 constexpr uint64_t kFinalRecordsWaitNs = 10000000000ull;  // 10 s
 
-// runs in signal context too (on_terminate_signal): futex, write and
+// runs in signal context too (on_final_signal): futex, write and
 // clock calls only.
 void finish(const char* reason) {
   if (g_state.load() != kActive) return;
@@ -302,12 +318,24 @@ void finish(const char* reason) {
   }
 }
 
-// runs in signal context: SIGINT/SIGTERM/SIGHUP while the program keeps
-// their default action. Uses only futex, write and kill-family calls.
-void on_terminate_signal(int sig, siginfo_t*, void*) {
+// runs in signal context: SIGINT/SIGTERM/SIGHUP, or a crash's SIGSEGV,
+// SIGBUS, SIGILL, SIGFPE or SIGABRT, while the program keeps their default
+// action. Uses only futex, write, sigaction and kill-family calls.
+void on_final_signal(int sig, siginfo_t* si, void*) {
   int saved = errno;
-  finish(signal_name(sig));
-  die_by_default(sig);
+  // The profiler thread's own crash: nobody is left to write the records.
+  if (!(is_crash_signal(sig) && raw_gettid() == g_profiler_tid.load())) finish(signal_name(sig));
+  if (is_crash_signal(sig) && si && si->si_code > 0 && sig != SIGABRT) {
+    // A fault the kernel raised at an instruction: with the default action
+    // back, returning runs it again and the process dies of it there, as
+    // without the profiler (a core dump shows the faulting instruction).
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    real_sigaction()(sig, &dfl, nullptr);
+  } else {
+    die_by_default(sig);  // sent (kill, raise, abort): sent again, to die of it
+  }
   errno = saved;
 }
 
@@ -363,16 +391,16 @@ void install_handler(int sig, void (*fn)(int, siginfo_t*, void*)) {
   real_sigaction()(sig, &sa, nullptr);
 }
 
-// runs in signal context: a SIGINT/SIGTERM/SIGHUP handler the program
-// installed with SA_RESETHAND. The kernel would set the default action back
+// runs in signal context: a handler of a final signal (is_final_signal) the
+// program installed with SA_RESETHAND. The kernel would set the default action back
 // as the handler starts: the runtime does so in its books (sigaction reads
 // SIG_DFL back) and catches the signal again for the final records, then
 // runs the handler.
-void on_resethand_terminate_signal(int sig, siginfo_t* si, void* uc) {
+void on_resethand_final_signal(int sig, siginfo_t* si, void* uc) {
   struct sigaction h = g_program_action[sig];
   memset(&g_program_action[sig], 0, sizeof g_program_action[sig]);
   g_program_action[sig].sa_handler = SIG_DFL;
-  install_handler(sig, on_terminate_signal);
+  install_handler(sig, on_final_signal);
   if (h.sa_flags & SA_SIGINFO) h.sa_sigaction(sig, si, uc);
   else if (h.sa_handler != SIG_DFL && h.sa_handler != SIG_IGN) h.sa_handler(sig);
 }
@@ -382,9 +410,10 @@ void install_signals() {
   int ss = sample_signal();
   real_sigaction()(ss, nullptr, &g_program_action[ss]);
   install_handler(ss, on_sample_signal);
-  for (int sig : kTerminateSignals) {
+  for (int sig = 1; sig < _NSIG; sig++) {
+    if (!is_final_signal(sig)) continue;
     real_sigaction()(sig, nullptr, &g_program_action[sig]);
-    if (g_program_action[sig].sa_handler == SIG_DFL) install_handler(sig, on_terminate_signal);
+    if (g_program_action[sig].sa_handler == SIG_DFL) install_handler(sig, on_final_signal);
   }
 }
 
@@ -392,7 +421,8 @@ void install_signals() {
 void restore_signals() {
   Locked g(g_signal_lock);
   real_sigaction()(sample_signal(), &g_program_action[sample_signal()], nullptr);
-  for (int sig : kTerminateSignals) real_sigaction()(sig, &g_program_action[sig], nullptr);
+  for (int sig = 1; sig < _NSIG; sig++)
+    if (is_final_signal(sig)) real_sigaction()(sig, &g_program_action[sig], nullptr);
 }
 
 // --- fork ---------------------------------------------------------------------
@@ -569,6 +599,7 @@ void* profiler_main(void*) {
   // thousand for libc's debug file) are not the program's, and recording
   // each one's initialization site cost a whole stack unwind.
   tls_in_runtime = 1;
+  g_profiler_tid.store(raw_gettid());
   sampler_ignore_thread(raw_gettid());  // it inherited the CPU rings' events (sampling-only)
   g_profiler->run();
   return nullptr;
@@ -916,7 +947,7 @@ void on_exec_fd(int fd) {
 }
 
 bool signal_is_virtualized(int sig) {
-  return g_state.load() == kActive && (sig == sample_signal() || is_terminate_signal(sig));
+  return g_state.load() == kActive && (sig == sample_signal() || is_final_signal(sig));
 }
 
 int virtual_sigaction(int sig, const struct sigaction* act, struct sigaction* oldact) {
@@ -924,15 +955,15 @@ int virtual_sigaction(int sig, const struct sigaction* act, struct sigaction* ol
   struct sigaction previous = g_program_action[sig];
   if (act) {
     g_program_action[sig] = *act;
-    if (is_terminate_signal(sig)) {
+    if (is_final_signal(sig)) {
       bool dfl = act->sa_handler == SIG_DFL;  // whatever SA_SIGINFO says
       struct sigaction once = *act;
       if (!dfl && act->sa_handler != SIG_IGN && (act->sa_flags & SA_RESETHAND)) {
         once.sa_flags = (act->sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
-        once.sa_sigaction = on_resethand_terminate_signal;
+        once.sa_sigaction = on_resethand_final_signal;
       }
       if (dfl)
-        install_handler(sig, on_terminate_signal);
+        install_handler(sig, on_final_signal);
       else if (real_sigaction()(sig, &once, nullptr) != 0) {
         g_program_action[sig] = previous;
         return -1;

@@ -164,7 +164,8 @@ void on_exec(const char* file, bool search_path);
 void on_exec_fd(int fd);
 
 // Signals: the runtime owns the sample signal and, while the program leaves
-// them at their default action, SIGINT/SIGTERM/SIGHUP (to write the final
+// them at their default action, SIGINT/SIGTERM/SIGHUP and the crashes' SIGSEGV,
+// SIGBUS, SIGILL, SIGFPE and SIGABRT (to write the final
 // records before dying the same way). The program sees its own view.
 bool signal_is_virtualized(int sig);
 int virtual_sigaction(int sig, const struct sigaction* act, struct sigaction* oldact);

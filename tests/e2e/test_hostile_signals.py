@@ -98,13 +98,29 @@ def _assert_whole_and_readable(path):
     return recs
 
 
-def test_crash_by_sigsegv_leaves_a_readable_profile(tmp_path):
+@pytest.mark.parametrize("mode, sig", [("segv", signal.SIGSEGV), ("abort", signal.SIGABRT),
+                                       ("kill_segv", signal.SIGSEGV)])
+def test_a_crash_writes_the_final_records_and_dies_of_its_signal(tmp_path, mode, sig):
+    # The fault, abort(), or the signal sent by kill: the program dies of the
+    # same signal as without the profiler, after the final records (stacks,
+    # threads, shutdown) that a crash used to lose with the counts since the
+    # last flush.
     exe = build_program("hostile_crash", tmp_path)
-    plain, profiled = run_both([exe, "segv"], profile=tmp_path / "p.coz", preexec_fn=no_core)
-    assert plain.returncode == -signal.SIGSEGV
+    plain, profiled = run_both([exe, mode], profile=tmp_path / "p.coz", preexec_fn=no_core)
+    assert plain.returncode == -sig
     assert_same_behaviour(plain, profiled)
     recs = _assert_whole_and_readable(tmp_path / "p.coz")
-    assert recs[-1]["type"] != "shutdown"
+    assert recs[-1]["type"] == "shutdown" and recs[-1]["reason"] == signal.Signals(sig).name, recs[-1]
+    assert any(r["type"] == "stack_counts" for r in recs)
+    assert any(r["type"] == "thread" for r in recs)
+
+
+def test_a_programs_own_sigsegv_handler_runs_and_reads_back(tmp_path):
+    exe = build_program("hostile_crash", tmp_path)
+    plain, profiled = run_both([exe, "own_segv"], profile=tmp_path / "p.coz", preexec_fn=no_core)
+    assert plain.returncode == 4
+    assert plain.stdout.decode().splitlines()[0] == "default before: 1, own after: 1"
+    assert_same_behaviour(plain, profiled)
 
 
 def _killed(tmp_path, profiled):

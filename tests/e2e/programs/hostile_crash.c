@@ -1,5 +1,10 @@
 /* Ends badly, for the hostile-host tests. Modes (argv[1]):
  *   segv          - runs for 0.6 s of CPU time (several experiments), then dereferences null
+ *   abort         - the same, then abort()
+ *   kill_segv     - the same, then sends itself SIGSEGV with kill() (no fault to repeat)
+ *   own_segv      - the same as segv, with a SIGSEGV handler of its own that says
+ *                   "caught <handler seen>" and _exits 4 (sigaction must read
+ *                   SIG_DFL back before, and its handler after)
  *   wait          - prints "ready <pid>" after 0.6 s of CPU time, then spins until killed
  *   term_handler  - as wait, with a SIGTERM handler of its own that calls exit(3)
  *   resethand     - as wait, after a SIGTERM handler installed with SA_RESETHAND ran
@@ -46,6 +51,13 @@ static void on_term(int sig) {
   exit(3);
 }
 
+static void on_segv(int sig) {
+  (void)sig;
+  static const char msg[] = "caught\n";
+  if (write(1, msg, sizeof msg - 1) < 0) _exit(5);
+  _exit(4);
+}
+
 static volatile sig_atomic_t term_seen;
 static void on_term_once(int sig) {
   (void)sig;
@@ -58,10 +70,31 @@ int main(int argc, char** argv) {
   pthread_create(&t, NULL, spinner, NULL);
   if (!strcmp(argv[1], "term_handler")) signal(SIGTERM, on_term);
   spin_until_cpu_ms(600);
-  if (!strcmp(argv[1], "segv")) {
+  if (!strcmp(argv[1], "own_segv")) {
+    struct sigaction sa, before, after;
+    sigaction(SIGSEGV, NULL, &before);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_segv;
+    sigaction(SIGSEGV, &sa, NULL);
+    sigaction(SIGSEGV, NULL, &after);
+    printf("default before: %d, own after: %d\n", before.sa_handler == SIG_DFL, after.sa_handler == on_segv);
+  }
+  if (!strcmp(argv[1], "segv") || !strcmp(argv[1], "own_segv")) {
     printf("crashing\n");
     fflush(stdout);
     *(volatile int*)(argc == 99 ? (void*)&sink : NULL) = 1;
+    return 0;
+  }
+  if (!strcmp(argv[1], "abort")) {
+    printf("aborting\n");
+    fflush(stdout);
+    abort();
+  }
+  if (!strcmp(argv[1], "kill_segv")) {
+    printf("killing\n");
+    fflush(stdout);
+    kill(getpid(), SIGSEGV);
+    printf("still here\n");
     return 0;
   }
   int dfl = -1;
