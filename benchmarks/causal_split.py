@@ -13,7 +13,7 @@ the part of the delay that did not lengthen the run (a thread paused while it
 was not on the critical path).
 
 Usage: causal_split.py [--build DIR] [--reps N] [PROGRAM [ARGS...]]
-(default program: two_threads)
+(default program: two_threads, from DIR/benchmarks or DIR; default DIR: build)
 """
 
 import argparse
@@ -56,9 +56,15 @@ def main():
     ap.add_argument("program", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     program = a.program or ["two_threads"]
-    exe = os.path.join(a.build, "benchmarks", program[0])
+    try:
+        exe = benchlib.find_program([a.build], program[0])
+    except benchlib.BenchError as e:
+        sys.exit(f"causal_split.py: {e}")
+    libcoz = benchlib.find_libcoz([a.build, *benchlib.default_build_dirs()])
+    if not libcoz:
+        sys.exit("causal_split.py: libcoz.so is not built: scripts/bootstrap.sh build")
     cmd = [exe, *program[1:]]
-    env = benchlib.ours_env(os.path.join(a.build, "libcoz", "libcoz.so"))
+    env = benchlib.ours_env(libcoz)
     rows = []
     print(f"{'plain s':>8} {'causal s':>9} {'slowdown':>9} {'delay':>7} {'rest':>7}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -267,3 +267,26 @@ def test_fixed_series_measures_the_real_and_the_predicted_curve_with_thread_time
         assert len(s["predicted"][build]["50"]) == 1, shown
         assert re.search(rf"^# {build} at 50%: delay / wall 0\.[0-9]+", shown, re.M), shown
     assert re.search(r"^#   stage3 +[0-9.]+ ", shown, re.M), shown
+
+
+def test_causal_split_prints_each_pair_and_the_medians(build_dir, libcoz):
+    r = subprocess.run([sys.executable, os.path.join(BENCH, "causal_split.py"), "--build", build_dir,
+                        "--reps", "1", "serial_chain", "--short"],
+                       capture_output=True, text=True, timeout=300, env=dict(os.environ, COZ_LIBRARY=libcoz))
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    assert s["summary"] == "causal_split" and s["program"] == ["serial_chain", "--short"]
+    (run,) = s["runs"]
+    assert run["plain_s"] > 0 and run["causal_s"] > 0 and run["delay_share"] >= 0
+    assert run["rest"] == pytest.approx(run["slowdown"] - 1 - run["delay_share"])
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2, 3, 4])
+def test_thread_events_runs_each_mode(build_dir, mode):
+    exe = benchlib.find_program([build_dir], "thread_events")
+    if mode == 2 and tuple(int(x) for x in re.findall(r"\d+", os.uname().release)[:2]) < (5, 13):
+        pytest.skip(f"mode 2 needs Linux 5.13's sigtrap; this kernel is {os.uname().release}")
+    r = subprocess.run([exe, str(mode), "20"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["mode"] == mode and out["threads"] == 20 and out["per_thread_us"] > 0
