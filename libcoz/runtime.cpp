@@ -325,16 +325,20 @@ void on_final_signal(int sig, siginfo_t* si, void*) {
   int saved = errno;
   // The profiler thread's own crash: nobody is left to write the records.
   if (!(is_crash_signal(sig) && raw_gettid() == g_profiler_tid.load())) finish(signal_name(sig));
-  if (is_crash_signal(sig) && si && si->si_code > 0 && sig != SIGABRT) {
-    // A fault the kernel raised at an instruction: with the default action
-    // back, returning runs it again and the process dies of it there, as
-    // without the profiler (a core dump shows the faulting instruction).
+  if (is_crash_signal(sig)) {
+    // The default action back, the handler returns. A fault the kernel
+    // raised at an instruction (si_code > 0) happens again there; a signal
+    // that was sent (abort, raise, kill) is sent again, pending while this
+    // handler blocks it, and arrives where the first one did. Either way the
+    // process dies of it at the same place as without the profiler, and a
+    // core dump shows that place, not this handler.
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
     real_sigaction()(sig, &dfl, nullptr);
+    if (!(si && si->si_code > 0)) sys(SYS_tgkill, raw_getpid(), raw_gettid(), sig);
   } else {
-    die_by_default(sig);  // sent (kill, raise, abort): sent again, to die of it
+    die_by_default(sig);
   }
   errno = saved;
 }
