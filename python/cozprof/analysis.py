@@ -447,7 +447,7 @@ def _diagnosis(profile, usable, partial, points, omitted, samples, min_points):
     out_of_scope = sum(r.out_of_scope for r in profile.runs)
     if not usable and not profile.experiments:
         modes = {r.mode for r in profile.runs}
-        if modes <= {"sampling-only", "locks-only"}:
+        if all(r.quiet for r in profile.runs):
             # Runs that make no experiment by design: not too short, not out of scope.
             views = ("'coz report --top' (where the time went), 'coz report --list REGEX', "
                      "'coz export'" if "sampling-only" in modes else "")

@@ -45,7 +45,6 @@ TOP_SITES = 5                     # acquisition sites of a lock joined to the ca
 SOURCE_SCAN_LINES = 400           # how far the source is read after an acquisition for its release
 
 SYNC_WAITS = ("lock", "sync")     # wait categories that are waiting for other threads
-QUIET_MODES = ("locks-only", "sampling-only")   # runs without experiments, hence without delays
 MAIN_GROUP = "main"
 
 CATEGORIES = ("improper-granularity", "asymmetric-contention", "over-synchronization",
@@ -82,7 +81,7 @@ def choose_run(profile, pid=None):
                        hint="profile with 'coz run --locks-only --- ./program' (a causal "
                             "'coz run' writes them too)")
     else:
-        quiet = [r for r in candidates if r.mode in QUIET_MODES]
+        quiet = [r for r in candidates if r.quiet]
         chosen = (quiet or candidates)[-1]
     return chosen, [r for r in candidates if r is not chosen]
 
@@ -836,7 +835,7 @@ def analyze_locks(profile, pid=None, th=None, causal=None, causal_note=None, rea
         warnings.append("the run has thread records but no lock counters")
     elif elapsed_ns <= 0:
         warnings.append("the lock counters cover no time (elapsed_ns is 0): frequencies are 0")
-    if run.mode not in QUIET_MODES:
+    if not run.quiet:
         warnings.append("the counters come from a run with experiments: hold and wait times "
                         "include the delays inserted while locks were held (run with "
                         "--locks-only for undisturbed figures)")

@@ -32,6 +32,7 @@ from .errors import CozError
 from .jsonline import raw_decode as _raw_decode
 
 FORMAT_VERSION = 1
+QUIET_MODES = ("locks-only", "sampling-only")  # runs without experiments, hence without delays
 MAX_LINE_WARNINGS = 5      # malformed records listed one by one per file; the rest are counted
 
 _SEQ = itertools.count()   # reading order of experiments across a whole load
@@ -160,6 +161,12 @@ class Run:
     @property
     def end_to_end(self):
         return self.mode == "end-to-end"
+
+    @property
+    def quiet(self):
+        """A run without experiments, hence without delays (--locks-only,
+        --sampling-only)."""
+        return self.mode in QUIET_MODES
 
     @property
     def build(self):

@@ -30,9 +30,7 @@ from .stat import children_of
 # analysis would import numpy).
 MIN_POINTS = 3
 FIXED_SPEEDUP_MIN_POINTS = 2
-MAX_WARNINGS_PER_CODE = 5
-# Modes that run no experiment (the runtime's `startup` record's `mode`).
-QUIET_MODES = ("sampling-only", "locks-only")  # distinct messages of one kind printed before "N more"
+MAX_WARNINGS_PER_CODE = 5  # distinct messages of one kind printed before "N more"
 
 PREFIX = "coz: note: "
 
@@ -284,7 +282,7 @@ def summarize(runs, wall_s=None):
     usable, sped_up = usable_experiments_of(found)
     return {"processes": len(runs),
             # Runs without experiments by design: their line leaves them out.
-            "quiet": bool(runs) and all(r.mode in QUIET_MODES for r in runs),
+            "quiet": bool(runs) and all(r.quiet for r in runs),
             "experiments": sum(len(r.experiments) for r in runs),
             "usable": usable, "sped_up": sped_up,
             "per_minute": 60.0 * usable / wall_s if wall_s else None,
