@@ -20,33 +20,19 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import benchlib  # noqa: E402
-
-
-def timed(cmd, env=None):
-    t0 = time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-    if r.returncode != 0:
-        sys.exit(f"causal_split.py: {' '.join(cmd)} failed: {r.stderr.strip()[-400:]}")
-    return time.monotonic() - t0
+from cozprof import profile  # noqa: E402  (benchlib puts the checkout's package on the path)
 
 
 def global_delay_s(path):
-    total = 0
-    with open(path) as f:
-        for line in f:
-            rec = json.loads(line)
-            if rec.get("type") == "experiment":
-                total += rec.get("delay_ns", 0)
-    return total / 1e9
+    """The delay the experiments of the profile at `path` inserted, in seconds."""
+    return sum(e.delay_ns or 0 for e in profile.load([path]).experiments) / 1e9
 
 
 def main():
@@ -64,16 +50,16 @@ def main():
     if not libcoz:
         sys.exit("causal_split.py: libcoz.so is not built: scripts/bootstrap.sh build")
     cmd = [exe, *program[1:]]
-    env = benchlib.ours_env(libcoz)
     rows = []
     print(f"{'plain s':>8} {'causal s':>9} {'slowdown':>9} {'delay':>7} {'rest':>7}")
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "p.coz")
         for _ in range(a.reps):
-            plain = timed(cmd)
-            if os.path.exists(out):
-                os.remove(out)
-            causal = timed([*benchlib.coz_command(), "run", "-o", out, "---", *cmd], env=env)
+            try:
+                plain = benchlib.run_plain(cmd)["wall_s"]
+                causal = benchlib.run_ours(cmd, libcoz, out)["wall_s"]
+            except benchlib.BenchError as e:
+                sys.exit(f"causal_split.py: {e}")
             delay = global_delay_s(out) / plain
             row = {"plain_s": plain, "causal_s": causal, "slowdown": causal / plain, "delay_share": delay,
                    "rest": causal / plain - 1 - delay}

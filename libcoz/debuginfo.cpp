@@ -107,14 +107,14 @@ int find_debuginfo_local(Dwfl_Module* mod, void** userdata, const char* modname,
 }
 
 
-// Lexical normalization of an absolute or relative path: drops empty and "."
-// components and folds "dir/.." (DWARF paths such as
-// "/build/obj/../src/app.c" become "/build/src/app.c").
 std::string path_base(const std::string& path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// Lexical normalization of an absolute or relative path: drops empty and "."
+// components and folds "dir/.." (DWARF paths such as
+// "/build/obj/../src/app.c" become "/build/src/app.c").
 std::string normalize_path(const std::string& path) {
   const bool absolute = !path.empty() && path[0] == '/';
   std::vector<std::string> parts;

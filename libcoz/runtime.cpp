@@ -275,12 +275,17 @@ const char* signal_name(int sig) {
   }
 }
 
-// Dies of `sig` the way the program would have without us.
-void die_by_default(int sig) {
+// The kernel's default action for `sig` back, for real.
+void restore_default_action(int sig) {
   struct sigaction dfl;
   memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
   real_sigaction()(sig, &dfl, nullptr);
+}
+
+// Dies of `sig` the way the program would have without us.
+void die_by_default(int sig) {
+  restore_default_action(sig);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, sig);
@@ -332,10 +337,7 @@ void on_final_signal(int sig, siginfo_t* si, void*) {
     // handler blocks it, and arrives where the first one did. Either way the
     // process dies of it at the same place as without the profiler, and a
     // core dump shows that place, not this handler.
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    real_sigaction()(sig, &dfl, nullptr);
+    restore_default_action(sig);
     if (!(si && si->si_code > 0)) sys(SYS_tgkill, raw_getpid(), raw_gettid(), sig);
   } else {
     die_by_default(sig);
