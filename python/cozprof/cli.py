@@ -136,18 +136,21 @@ def main(argv=None):
     if argv is not None:
         return _main(argv)
     running = sys.argv[1:2] == ["run"]
-    warmup = None
+    warmup = spawned = None
     if running:
         from . import library
 
         warmup = library.adopt_perf_warmup() or library.start_perf_warmup()
+        from . import launcher
+
+        spawned = launcher.adopt_spawned()  # the native front's started program
     # The command's own streams: no traceback for a character the locale's
     # encoding lacks, file names' bytes as typed (output.py).
     from . import output
 
     output.install()
     try:
-        status = _main(sys.argv[1:])
+        status = _main(sys.argv[1:], spawned)
     finally:
         if warmup is not None:
             library.stop_perf_warmup(warmup)
@@ -174,9 +177,20 @@ def _end_now(status):
     os._exit(status)
 
 
-def _main(argv):
+def _main(argv, spawned=None):
+    """`spawned`: the program the native front started for `coz run`
+    (launcher.Spawned), which run() waits for."""
     try:
-        args = parse_args(argv)
+        try:
+            args = parse_args(argv)
+        except (CozError, SystemExit) as e:
+            if spawned is not None:  # the front takes only what the launcher takes: a bug
+                from . import launcher
+
+                launcher.abandon(spawned, str(e) if isinstance(e, CozError) else "its parser exited")
+            raise
+        if spawned is not None:
+            args.spawned = spawned
         return args._module.run(args)
     except CozError as e:
         print(f"coz: error: {e}", file=sys.stderr)

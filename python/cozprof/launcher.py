@@ -557,26 +557,100 @@ def _elf_is_pie(f, head):
     return False
 
 
+class Spawned:
+    """The program the native front started before the interpreter
+    (libcoz/front_run.c): its pid, when it started (time.monotonic), the
+    output file's identity before it (run_summary._identity's, or None) and
+    the libcoz.so it preloads."""
+
+    def __init__(self, pid, started, before, library):
+        self.pid, self.started, self.before, self.library = pid, started, before, library
+
+
+def adopt_spawned(env=None):
+    """The front's started program, from its hand-over COZ_SPAWNED
+    ("PID:START_NS:DEV:INO:SIZE:LIBRARY"), which leaves the environment; None
+    when there is none, or when PID is not a child of this process (a value
+    from elsewhere: the launcher then starts the program itself)."""
+    env = os.environ if env is None else env
+    given = env.pop("COZ_SPAWNED", None)
+    if not given:
+        return None
+    try:
+        pid, start_ns, dev, ino, size, library = given.split(":", 5)
+        pid = int(pid)
+        # Not reaped here (WNOWAIT): the wait in run() takes its status.
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        before = None if dev == "-" else (int(dev), int(ino), int(size))
+        return Spawned(pid, int(start_ns) / 1e9, before, library)
+    except (ValueError, OSError):  # ChildProcessError: not a child of this process
+        return None
+
+
+def abandon(spawned, why):
+    """The launcher refused a command line the front had taken, its program
+    already started: a bug of the front's (front_run.c takes only what the
+    launcher takes). The program is stopped, and the command says so."""
+    print(f"coz: internal error: the native front started the program (pid {spawned.pid}) "
+          f"for a command line the launcher refuses ({why}); it was stopped", file=sys.stderr)
+    try:
+        os.kill(spawned.pid, signal.SIGKILL)
+        os.waitpid(spawned.pid, 0)
+    except OSError:
+        pass
+
+
 def run(args):
-    library = find_library()
-    program = resolve_program(args.command[0])
-    check_library(library, program, check_preloadable(program))
+    spawned = getattr(args, "spawned", None)
+    if spawned is None:
+        library = find_library()
+        program = resolve_program(args.command[0])
+        check_library(library, program, check_preloadable(program))
+    else:
+        library = spawned.library
+        program = _front_checks(args, spawned)
     env = build_env(args, library)
-    outputs = run_summary.Outputs(env["COZ_OUTPUT"], args.follow_children)
+    outputs = run_summary.Outputs(env["COZ_OUTPUT"], args.follow_children,
+                                  before=None if spawned is None else {env["COZ_OUTPUT"]: spawned.before})
     if outputs.stream:
         # The summary cannot read the warnings back from a pipe or a device: the runtime prints them.
         env.pop("COZ_WARN_STDERR", None)
     if args.verbose:
         for key in sorted(k for k in env if k.startswith("COZ_") or k == "LD_PRELOAD"):
             print(f"coz: {key}={env[key]!r}", file=sys.stderr)
-        print(f"coz: running {program}", file=sys.stderr)
+        print(f"coz: running {program}" + (" (started by the native front)" if spawned else ""),
+              file=sys.stderr)
     flush_std()
-    started = time.monotonic()
-    status, pid = spawn_and_wait(args.command, program, env, while_running=run_summary.prepare)
+    if spawned is None:
+        started = time.monotonic()
+        status, pid = spawn_and_wait(args.command, program, env, while_running=run_summary.prepare)
+    else:
+        started = spawned.started
+        status, pid = wait_spawned(spawned.pid, while_running=run_summary.prepare)
     wall_s = time.monotonic() - started
     # Whatever way the program ended: its warnings once, and one summary line.
     run_summary.print_report(outputs, pid, exit_status=status if status >= 0 else None, wall_s=wall_s)
     return pass_status(status)
+
+
+def _front_checks(args, spawned):
+    """The program's path for -v (the front found it as resolve_program does),
+    and a warning when the front preloaded another libcoz.so than this package
+    would: a front installed from another build."""
+    try:
+        program = resolve_program(args.command[0])
+    except CozError:  # gone since it started
+        program = args.command[0]
+    try:
+        mine = find_library()
+    except CozError:
+        mine = None
+    if mine is not None and mine != spawned.library:
+        print(f"coz: warning: the native front preloaded {spawned.library}; this cozprof package "
+              f"would use {mine}", file=sys.stderr)
+        print("coz: set COZ_LIBRARY to choose one, or install the front of this build "
+              "(scripts/bootstrap.sh build)", file=sys.stderr)
+    return program
 
 
 def spawn_and_wait(argv, program, env, while_running=None):
@@ -595,35 +669,59 @@ def spawn_and_wait(argv, program, env, while_running=None):
     back, and a SIGINT to the group killed a program that ignores it plainly.
     `status` is as subprocess.Popen gives it: the exit code, or minus the signal.
     """
-    child = None
+    children = []
     pending = []
-
-    def forward(signum, _frame):
-        if child is None:
-            pending.append(signum)
-            return
-        try:
-            os.kill(child, signum)
-        except ProcessLookupError:
-            pass
+    forward = _forwarder(children, pending)
 
     def ignore(_signum, _frame):
         pass
 
-    for signum, handler in ((signal.SIGINT, ignore), (signal.SIGQUIT, ignore),
-                            (signal.SIGTERM, forward), (signal.SIGHUP, forward)):
-        # (Python leaves an inherited SIG_IGN in place, SIGINT's included.)
-        if signal.getsignal(signum) != signal.SIG_IGN:
-            signal.signal(signum, handler)
+    _install(((signal.SIGINT, ignore), (signal.SIGQUIT, ignore),
+              (signal.SIGTERM, forward), (signal.SIGHUP, forward)))
     try:
-        child = _spawn(argv, program, env)
+        children.append(_spawn(argv, program, env))
     except OSError as e:
         # ENOENT here is a missing #! interpreter: "not found", as env reports it.
         raise CozError(f"cannot run {program}: {e.strerror}",
                        hint="check the program's #! line and that it runs without coz",
                        status=EXIT_NOT_FOUND if e.errno == errno.ENOENT else EXIT_CANNOT_EXECUTE) from None
     for signum in pending:
-        os.kill(child, signum)
+        os.kill(children[0], signum)
+    return _wait(children[0], while_running)
+
+
+def wait_spawned(pid, while_running=None):
+    """spawn_and_wait for the program the native front started (front_run.c).
+    The front set SIGINT and SIGQUIT ignored and blocked SIGTERM and SIGHUP
+    before it started the program: from here on they are forwarded, one that
+    came meanwhile as soon as they are unblocked."""
+    _install(((signal.SIGTERM, _forwarder([pid], [])), (signal.SIGHUP, _forwarder([pid], []))))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGHUP])
+    return _wait(pid, while_running)
+
+
+def _forwarder(children, pending):
+    """A handler that sends its signal to the program (children[0]), or keeps
+    it in `pending` while the program is not started yet."""
+    def forward(signum, _frame):
+        if not children:
+            pending.append(signum)
+            return
+        try:
+            os.kill(children[0], signum)
+        except ProcessLookupError:
+            pass
+    return forward
+
+
+def _install(handlers):
+    for signum, handler in handlers:
+        # (Python leaves an inherited SIG_IGN in place, SIGINT's included.)
+        if signal.getsignal(signum) != signal.SIG_IGN:
+            signal.signal(signum, handler)
+
+
+def _wait(child, while_running):
     if while_running is not None:
         while_running()
     _, wait_status = os.waitpid(child, 0)  # retried after each handler (PEP 475)

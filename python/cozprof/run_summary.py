@@ -60,12 +60,14 @@ class Outputs:
     `follow_children`, every other process writes `child_name(output, pid)`.
     """
 
-    def __init__(self, output, follow_children):
+    def __init__(self, output, follow_children, before=None):
         self.output = output
         self.follow_children = follow_children
         self._pattern = output if "%p" in output else child_name(output, "%p")
         self.child_pattern = self._pattern.replace("%p", "<pid>")
-        self.before = {path: _identity(path) for path in self._candidates()}
+        # `before`: taken when the program started, by whoever started it (the
+        # native front hands over its output file's identity).
+        self.before = before if before is not None else {path: _identity(path) for path in self._candidates()}
         # A pipe or a device (-o /dev/stdout): the summary cannot read it back.
         self.stream = "%p" not in output and is_stream(output)
 

@@ -117,7 +117,9 @@ def test_the_native_front_starts_the_helper_and_the_launcher_adopts_it(libcoz, t
     # environment as exec'd), holding what it held before; the program sees
     # neither the variable nor the pipe.
     assert os.access(FRONT, os.X_OK), f"{FRONT} is missing: build the project first"
-    script = SIBLINGS + r"""
+    # The front starts the program before it becomes the interpreter
+    # (front_run.c): the launcher's environment is read once it is one.
+    script = f"while [ \"$(readlink /proc/$PPID/exe)\" = {FRONT} ]; do sleep 0.01; done\n" + SIBLINGS + r"""
 echo "handed $(tr '\0' '\n' < /proc/$PPID/environ | sed -n 's/^COZ_PERF_WARMUP=//p')"
 echo "seen ${COZ_PERF_WARMUP-none}"
 """
