@@ -142,9 +142,8 @@ static long long parse_time(const char *s, long long default_unit) {
                    : !strcmp(p, "ms") ? 1000000
                    : !strcmp(p, "s")  ? 1000000000
                                       : 0;
-  long long ns = n * unit; /* n < 10^13, unit <= 10^9: checked below before it could overflow */
-  if (!unit || n > 3600000000000LL / unit) return 0;
-  return ns >= 1 ? ns : 0;
+  if (!unit || n > 3600000000000LL / unit) return 0; /* over an hour (and before n * unit could overflow) */
+  return n * unit; /* 0 for a zero: refused, as the launcher refuses it */
 }
 
 /* Reads `coz run`'s options (those before '---'); 0 when any is not taken here. */

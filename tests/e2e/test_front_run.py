@@ -151,6 +151,8 @@ def test_a_script_goes_to_the_launcher(tmp_path):
     (["-p", "no-line"], None),
     (["--format", "xml"], None),
     (["--sample-period", "0"], None),
+    (["--sample-period", "3601s"], None),
+    (["--experiment-length", "99999999999999"], None),
     (["-o", ""], None),
     ([], ["./missing"]),
     ([], ["./not-executable"]),
