@@ -784,3 +784,51 @@ def test_the_launcher_adopts_the_native_fronts_helper_and_nothing_else():
         child.wait()
         os.close(read_end)
         os.close(write_end)
+
+
+# ---------------------------------------------------------------- the front's started program
+
+
+def test_adopt_spawned_takes_the_fronts_child_without_reaping_it():
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        env = {"COZ_SPAWNED": f"{child.pid}:5000000000:2049:77:1234:/lib/libcoz.so", "OTHER": "x"}
+        s = launcher.adopt_spawned(env)
+        assert env == {"OTHER": "x"}  # the hand-over leaves the environment
+        assert (s.pid, s.started, s.before, s.library) == (child.pid, 5.0, (2049, 77, 1234), "/lib/libcoz.so")
+        child.kill()
+        assert launcher._wait(child.pid, None) == (-signal.SIGKILL, child.pid)  # its status was kept for the wait
+        child.returncode = -signal.SIGKILL  # reaped above: Popen must not wait again
+    finally:
+        if child.returncode is None:
+            child.kill()
+            child.wait()
+
+
+def test_adopt_spawned_takes_no_output_file_and_a_library_path_with_colons():
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        s = launcher.adopt_spawned({"COZ_SPAWNED": f"{child.pid}:1:-:-:-:/a:b/libcoz.so"})
+        assert (s.before, s.library) == (None, "/a:b/libcoz.so")
+    finally:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.parametrize("value", ["", "garbage", "1:2:3", f"{os.getpid()}:1:-:-:-:/x", "1:1:-:-:-:/x"])
+def test_adopt_spawned_refuses_what_is_not_a_child_of_this_process(value):
+    # Not a hand-over, or a pid that is not this process's child (itself, init):
+    # the launcher then starts the program itself.
+    env = {"COZ_SPAWNED": value}
+    assert launcher.adopt_spawned(env) is None
+    assert env == {}
+
+
+def test_a_command_line_the_launcher_refuses_stops_the_program_the_front_started(capsys):
+    child = subprocess.Popen(["sleep", "30"])
+    spawned = launcher.Spawned(child.pid, 0.0, None, "/lib/libcoz.so")
+    status = cli._main(["run", "--no-such-option", "---", "sleep", "30"], spawned)
+    assert status == 125
+    err = capsys.readouterr().err
+    assert "internal error: the native front started the program" in err and "it was stopped" in err
+    assert child.poll() is not None or child.wait(timeout=5) is not None  # reaped: killed
