@@ -175,7 +175,8 @@ TINY_STAY_MS = 50
 
 
 def main_source(name):
-    """A C program that prints when its main() was entered, then returns."""
+    """A C program that prints when its main() was entered, then returns
+    (argv[1] milliseconds later, when given)."""
     return MAIN.replace("@NAME@", name)
 
 

@@ -120,8 +120,8 @@ static int library_path(char *out, size_t size) {
   const char *given = getenv("COZ_LIBRARY");
   struct stat st;
   if (given && *given) {
-    if (given[0] != '/' || strstr(given, "//") || strstr(given, "/./") || strstr(given, "/../") ||
-        strlen(given) >= size || stat(given, &st) != 0 || !S_ISREG(st.st_mode))
+    if (given[0] != '/' || !front_plain_path(given) || strlen(given) >= size || stat(given, &st) != 0 ||
+        !S_ISREG(st.st_mode))
       return 0;
     strcpy(out, given);
     return 1;

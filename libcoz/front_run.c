@@ -204,15 +204,19 @@ static int read_options(char **options, int count, struct Run *r) {
   return !r->binary.failed && !r->source.failed && !r->progress.failed;
 }
 
-/* os.path.abspath(path) for a path it leaves as written: no '.', '..' or
- * empty part, no slash at the end; 0 otherwise. */
-static int absolute(const char *path, struct Text *out) {
-  if (strstr(path, "//") || path[strlen(path) - 1] == '/' || strcmp(path, ".") == 0 ||
-      strcmp(path, "..") == 0 || strncmp(path, "./", 2) == 0 || strncmp(path, "../", 3) == 0 ||
-      strstr(path, "/./") || strstr(path, "/../"))
-    return 0;
+int front_plain_path(const char *path) {
   size_t n = strlen(path);
-  if ((n >= 2 && strcmp(path + n - 2, "/.") == 0) || (n >= 3 && strcmp(path + n - 3, "/..") == 0)) return 0;
+  if (n == 0 || path[n - 1] == '/' || strstr(path, "//") || strstr(path, "/./") || strstr(path, "/../"))
+    return 0;
+  if (strcmp(path, ".") == 0 || strcmp(path, "..") == 0 || strncmp(path, "./", 2) == 0 ||
+      strncmp(path, "../", 3) == 0)
+    return 0;
+  return !((n >= 2 && strcmp(path + n - 2, "/.") == 0) || (n >= 3 && strcmp(path + n - 3, "/..") == 0));
+}
+
+/* os.path.abspath(path) for a plain path (front_plain_path); 0 otherwise. */
+static int absolute(const char *path, struct Text *out) {
+  if (!front_plain_path(path)) return 0;
   if (path[0] != '/') {
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof cwd) || strcmp(cwd, "/") == 0) return 0;

@@ -634,13 +634,16 @@ def run(args):
 
 
 def _front_checks(args, spawned):
-    """The program's path for -v (the front found it as resolve_program does),
-    and a warning when the front preloaded another libcoz.so than this package
-    would: a front installed from another build."""
-    try:
-        program = resolve_program(args.command[0])
-    except CozError:  # gone since it started
-        program = args.command[0]
+    """The program's path for -v (the front found it as resolve_program does;
+    searched again only for -v), and a warning when the front preloaded
+    another libcoz.so than this package would: a front installed from another
+    build."""
+    program = args.command[0]
+    if args.verbose:
+        try:
+            program = resolve_program(program)
+        except CozError:  # gone since it started
+            pass
     try:
         mine = find_library()
     except CozError:
@@ -695,7 +698,8 @@ def wait_spawned(pid, while_running=None):
     The front set SIGINT and SIGQUIT ignored and blocked SIGTERM and SIGHUP
     before it started the program: from here on they are forwarded, one that
     came meanwhile as soon as they are unblocked."""
-    _install(((signal.SIGTERM, _forwarder([pid], [])), (signal.SIGHUP, _forwarder([pid], []))))
+    forward = _forwarder([pid], [])
+    _install(((signal.SIGTERM, forward), (signal.SIGHUP, forward)))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGHUP])
     return _wait(pid, while_running)
 
