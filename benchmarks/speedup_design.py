@@ -18,6 +18,12 @@ otherwise) prints:
   cover    share of slope intervals that hold the true slope
   points   share of point intervals that hold the true program speedup
   curve    share of runs that get a curve (>= 3 distinct speedups, 0% included)
+  cost     the mean speedup drawn: the delay an experiment inserts, for a
+           given line, is proportional to it, and so is causal profiling's
+           slowdown where the delays hold up the program
+  w@cost   the width at the runtime design's cost: the width if the design
+           ran as many experiments as the same total delay allows (width
+           scales as 1 / sqrt(experiments), so width * sqrt(cost / cost0))
 and each figure with drift and without. Last line: a JSON summary
 {"summary": "speedup_design", ...}. Seeded: the same figures every time.
 
@@ -48,6 +54,15 @@ def levels(step, low=None):
 DESIGNS = [(zero, name, lv) for zero in (1 / 2, 1 / 3, 1 / 4) for name, lv in (
     ("5..100 by 5", levels(0.05)), ("10..100 by 10", levels(0.10)),
     ("20..100 by 20", levels(0.20)), ("25..100 by 25", levels(0.25)))]
+# More experiments at 0%: cheaper in delays (issue 14's causal slowdown),
+# wider per experiment (issue 15's intervals).
+DESIGNS += [(zero, "5..100 by 5", levels(0.05)) for zero in (2 / 3, 3 / 4)]
+RUNTIME_DESIGN = (1 / 2, "5..100 by 5")  # libcoz/experiment.h, choose_speedup
+
+
+def cost(zero, lv):
+    """The mean speedup drawn (0% included)."""
+    return (1 - zero) * float(np.mean(lv))
 
 
 def simulate(zero, lv, runs, seed, min_points=3):
@@ -89,15 +104,21 @@ def main():
     print(f"# {opts.runs} simulated runs per design (half with drift), seed {opts.seed}; "
           "the same runs for every design")
     print(f"{'0% share':>8} {'speedups':<14} {'width':>6} {'rmse':>6} {'cover':>6} {'points':>6} "
-          f"{'curve':>6} | {'no drift: width':>15} {'rmse':>6} | {'drift: width':>12} {'rmse':>6} {'cover':>6}")
+          f"{'curve':>6} {'cost':>6} {'w@cost':>6} | {'no drift: width':>15} {'rmse':>6} | "
+          f"{'drift: width':>12} {'rmse':>6} {'cover':>6}")
     table = []
+    cost0 = next(cost(z, lv) for z, n, lv in DESIGNS if (z, n) == RUNTIME_DESIGN)
     for zero, name, lv in DESIGNS:
         res = simulate(zero, lv, opts.runs, opts.seed)
         a = summarize(res)
         nd = summarize([r for r in res if not r["drift"]])
         dr = summarize([r for r in res if r["drift"]])
+        c = cost(zero, lv)
+        a["cost"] = c
+        a["width_at_cost"] = a["width"] * float(np.sqrt(c / cost0))
         print(f"{zero:>8.2f} {name:<14} {a['width']:>6.3f} {a['rmse']:>6.3f} {a['cover']:>6.3f} "
-              f"{a['points']:>6.3f} {a['curve']:>6.3f} | {nd['width']:>15.3f} {nd['rmse']:>6.3f} | "
+              f"{a['points']:>6.3f} {a['curve']:>6.3f} {c:>6.3f} {a['width_at_cost']:>6.3f} | "
+              f"{nd['width']:>15.3f} {nd['rmse']:>6.3f} | "
               f"{dr['width']:>12.3f} {dr['rmse']:>6.3f} {dr['cover']:>6.3f}")
         sys.stdout.flush()
         table.append({"zero_share": round(zero, 4), "speedups": name, **a,
