@@ -293,6 +293,39 @@ def test_launcher_removes_exactly_the_runtimes_variables():
     assert set(launcher.RUNTIME_VARIABLES) == table
 
 
+def _front_source():
+    with open(os.path.join(REPO, "libcoz", "front_run.c")) as f:
+        return f.read()
+
+
+def test_front_removes_the_launchers_variables_and_its_own_hand_overs():
+    # front_run.c keeps its own copy of RUNTIME_VARIABLES (a C front cannot read
+    # the Python table); the copy must name the same variables, plus the
+    # hand-overs only the launcher may receive and the preload it sets.
+    block = re.search(r"kRuntimeVariables\[\] = \{(.*?)\};", _front_source(), re.S).group(1)
+    names = re.findall(r'"([A-Z_]+)"', block)
+    assert len(names) == len(set(names))
+    assert set(names) == set(launcher.RUNTIME_VARIABLES) | {"COZ_PERF_WARMUP", "COZ_SPAWNED", "LD_PRELOAD"}
+
+
+def test_front_options_are_the_launchers():
+    # Every flag the front takes is a `coz run` option of the same kind
+    # (one that takes a value, or a switch), and takes the short and long
+    # forms together.
+    block = re.search(r"kOptions\[\] = \{(.*?)\};", _front_source(), re.S).group(1)
+    rows = re.findall(r'\{"(-[-a-z]+)", k[A-Za-z]+, ([01])\}', block)
+    assert len(rows) >= 15
+    kinds = {}
+    for flags, kw in launcher.RUN_OPTIONS:
+        for flag in flags:
+            kinds[flag] = (kw.get("action", "store") not in ("store_true", "store_false"), flags)
+    taken = {flag for flag, _ in rows}
+    for flag, takes_value in rows:
+        assert flag in kinds, f"{flag}: not a coz run option"
+        assert kinds[flag][0] == (takes_value == "1"), f"{flag}: takes a value in one table only"
+        assert set(kinds[flag][1]) <= taken, f"{flag}: its other forms {kinds[flag][1]} are not taken"
+
+
 def test_build_env_defaults_leave_optional_variables_unset():
     env = launcher.build_env(parse("---", "x"), "/l.so", base_env={}, launcher_pid=1)
     assert env["LD_PRELOAD"] == "/l.so"
