@@ -671,6 +671,15 @@ COZ_EXPORT int eventfd_write(int fd, eventfd_t value) {
   return real_eventfd_write()(fd, value);
 }
 COZ_EXPORT int close(int fd) {
+  // A program that calls close() on every number up to its limit (a
+  // daemon's loop) would close the runtime's descriptors, its profile and
+  // perf events: those numbers are not the program's, and closing them
+  // fails as it would without the profiler. The runtime's own closes run
+  // inside it (tls_in_runtime), or on threads it does not track.
+  if (coz::fd_is_runtimes(fd) && !coz::tls_in_runtime && coz::tls_state) {
+    errno = EBADF;
+    return -1;
+  }
   coz::fds_closed(fd);
   coz::fd_forget(fd);
   return real_close()(fd);

@@ -463,6 +463,7 @@ void fork_parent() {
   g_objects_lock.unlock();
 }
 void fork_child() {
+  RuntimeGuard guard;  // it closes the parent's descriptors of the runtime (close())
   unloaded_objects_fork_child();
   fds_fork_child();
   warnings_fork_child();

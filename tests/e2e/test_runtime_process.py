@@ -66,13 +66,17 @@ def test_a_point_not_reached_does_not_lengthen_experiments(build, tmp_path):
     assert max(walls) < 150e6, walls
 
 
-@pytest.mark.parametrize("how", [[], ["close_range"], ["closefrom"]])
+@pytest.mark.parametrize("how", [[], ["close_range"], ["closefrom"], ["close_loop"]])
 def test_program_that_takes_over_low_descriptors_keeps_its_profile(build, tmp_path, how):
     # dup2 onto 3..63 then close them all: the profiler's descriptors live
     # higher, so the profile and the samplers survive. close_range(3, ~0U)
     # and closefrom(3) close every number: they are interposed to spare the
     # runtime's (the profile held its startup record only), and still close
-    # the program's own, one at 4000 included.
+    # the program's own, one at 4000 included. So does a loop of close()
+    # over every number up to the limit (a daemon's): the runtime's fail
+    # with EBADF, as numbers the program never opened do (the profile held
+    # no sample), and the program sees as many closes succeed as without
+    # the profiler.
     exe = build("hostile_fds")
     out = tmp_path / "f.coz"
     r = coz_run(["-o", str(out), "--experiment-length", "50ms"], [exe, "1", *how])
@@ -80,6 +84,10 @@ def test_program_that_takes_over_low_descriptors_keeps_its_profile(build, tmp_pa
     fields = dict(kv.split("=") for kv in r.stdout.decode().split()[1:])
     cpu_ms = int(fields["cpu_ms"])
     assert fields["high_closed"] == ("1" if how else "-1")
+    if how == ["close_loop"]:
+        plain = subprocess.run([exe, "0.1", *how], capture_output=True, timeout=60, check=True)
+        plain_fields = dict(kv.split("=") for kv in plain.stdout.decode().split()[1:])
+        assert (fields["closed"], fields["errors"]) == (plain_fields["closed"], plain_fields["errors"]) == ("62", "0")
     recs = records(out)
     assert recs[-1]["type"] == "shutdown"
     exps = [x for x in recs if x["type"] == "experiment"]

@@ -1,15 +1,18 @@
 /* A program that takes over the low descriptor numbers mid-run, as daemons
  * and shells do: dup2 of /dev/null onto 3..63, then closes them all, then
  * computes with a progress point. Prints the CPU time it used.
- * Usage: hostile_fds SECONDS [close_range|closefrom]
+ * Usage: hostile_fds SECONDS [close_range|closefrom|close_loop]
  * With a second argument every descriptor from 3 up is closed at once that
  * way, one of the program's own at 4000 included (it must be closed: printed
- * as high_closed=1). */
+ * as high_closed=1). close_loop calls close() on every number from 3 to the
+ * open-file soft limit, as daemons do, and prints how many calls succeeded
+ * (closed=N) and how many failed with anything but EBADF (errors=N). */
 #define _GNU_SOURCE
 #include <coz.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -26,11 +29,22 @@ int main(int argc, char** argv) {
   int devnull = open("/dev/null", O_RDWR);
   for (int fd = 3; fd < 64; fd++)
     if (fd != devnull) dup2(devnull, fd);
-  int high_closed = -1;
+  int high_closed = -1, closed = -1, errors = -1;
   if (argc > 2) {
     dup2(devnull, 4000);
-    if (!strcmp(argv[2], "closefrom")) closefrom(3);
-    else close_range(3, ~0U, 0);
+    if (!strcmp(argv[2], "closefrom")) {
+      closefrom(3);
+    } else if (!strcmp(argv[2], "close_loop")) {
+      struct rlimit rl;
+      getrlimit(RLIMIT_NOFILE, &rl);
+      closed = errors = 0;
+      for (long fd = 3; fd < (long)rl.rlim_cur; fd++) {
+        if (close((int)fd) == 0) closed++;
+        else if (errno != EBADF) errors++;
+      }
+    } else {
+      close_range(3, ~0U, 0);
+    }
     high_closed = fcntl(4000, F_GETFD) == -1 && errno == EBADF;
   }
   for (int fd = 3; fd < 64; fd++) close(fd);
@@ -42,7 +56,7 @@ int main(int argc, char** argv) {
   }
   struct timespec cpu;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
-  printf("hostile_fds cpu_ms=%ld high_closed=%d\n", (long)(cpu.tv_sec * 1000 + cpu.tv_nsec / 1000000),
-         high_closed);
+  printf("hostile_fds cpu_ms=%ld high_closed=%d closed=%d errors=%d\n",
+         (long)(cpu.tv_sec * 1000 + cpu.tv_nsec / 1000000), high_closed, closed, errors);
   return 0;
 }
