@@ -947,6 +947,8 @@ COZ_EXPORT long syscall(long n, ...) {
     }
   } else if (n == SYS_futex_waitv) {
     return COZ_BLOCK(real_syscall()(n, a1, a2, a3, a4, a5, a6), rc >= 0);
+  } else if (n == SYS_exit_group) {
+    coz::on_fast_exit();  // as _exit: the final records first
   }
   return real_syscall()(n, a1, a2, a3, a4, a5, a6);
 }

@@ -811,6 +811,10 @@ void runtime_init() {
 
   g_state.store(kActive);
   atexit(at_exit_hook);
+  // quick_exit runs no atexit handler, and ends with an _exit inside libc
+  // that no wrapper sees: registered first, this one runs after the
+  // program's own at_quick_exit handlers, as at_exit_hook after its atexit ones.
+  at_quick_exit(at_exit_hook);
 }
 
 struct ThreadStart {

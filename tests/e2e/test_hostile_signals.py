@@ -115,6 +115,22 @@ def test_a_crash_writes_the_final_records_and_dies_of_its_signal(tmp_path, mode,
     assert any(r["type"] == "thread" for r in recs)
 
 
+@pytest.mark.parametrize("mode, status", [("quick_exit", 6), ("_Exit", 7), ("exit_group", 8)])
+def test_an_exit_without_atexit_handlers_writes_the_final_records(tmp_path, mode, status):
+    # quick_exit (its own at_quick_exit handlers run, then an _exit inside
+    # libc), _Exit and a raw exit_group through syscall(): the profile held
+    # its startup record only, every sample lost.
+    exe = build_program("hostile_crash", tmp_path)
+    plain, profiled = run_both([exe, mode], profile=tmp_path / "p.coz")
+    assert plain.returncode == status
+    assert plain.stdout == (b"quick handler\n" if mode == "quick_exit" else b"")
+    assert_same_behaviour(plain, profiled)
+    recs = _assert_whole_and_readable(tmp_path / "p.coz")
+    assert recs[-1]["type"] == "shutdown" and recs[-1]["reason"] == "exit", recs[-1]
+    assert recs[-1]["samples"] > 300, recs[-1]  # 0.6 s of CPU time, sampled every millisecond
+    assert any(r["type"] == "thread" for r in recs)
+
+
 def test_a_programs_own_sigsegv_handler_runs_and_reads_back(tmp_path):
     exe = build_program("hostile_crash", tmp_path)
     plain, profiled = run_both([exe, "own_segv"], profile=tmp_path / "p.coz", preexec_fn=no_core)

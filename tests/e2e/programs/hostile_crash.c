@@ -10,12 +10,17 @@
  *   resethand     - as wait, after a SIGTERM handler installed with SA_RESETHAND ran
  *                   once (raised by itself); prints "dfl=1" when sigaction then
  *                   reads the default action back, as the kernel reset it
+ *   quick_exit    - after 0.6 s of CPU time, quick_exit(6), an at_quick_exit
+ *                   handler of its own printing "quick handler"
+ *   _Exit         - the same, then _Exit(7)
+ *   exit_group    - the same, then syscall(SYS_exit_group, 8)
  * Two threads spin so that experiments have samples. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,6 +63,11 @@ static void on_segv(int sig) {
   _exit(4);
 }
 
+static void on_quick_exit(void) {
+  static const char msg[] = "quick handler\n";
+  if (write(1, msg, sizeof msg - 1) < 0) _exit(5);
+}
+
 static volatile sig_atomic_t term_seen;
 static void on_term_once(int sig) {
   (void)sig;
@@ -90,6 +100,12 @@ int main(int argc, char** argv) {
     fflush(stdout);
     abort();
   }
+  if (!strcmp(argv[1], "quick_exit")) {
+    at_quick_exit(on_quick_exit);
+    quick_exit(6);
+  }
+  if (!strcmp(argv[1], "_Exit")) _Exit(7);
+  if (!strcmp(argv[1], "exit_group")) syscall(SYS_exit_group, 8);
   if (!strcmp(argv[1], "kill_segv")) {
     printf("killing\n");
     fflush(stdout);
