@@ -5,9 +5,12 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fds.h"
+#include "rawlog.h"
 
 namespace coz {
 
@@ -106,16 +109,35 @@ bool read_whole(const std::string& path, std::string* out) {
   }
 }
 
+// How many bytes the file size limit (ulimit -f) lets a write at the end
+// of the regular file `fd` add; SIZE_MAX without a limit.
+size_t room_under_size_limit(int fd) {
+  rlimit rl;
+  if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return SIZE_MAX;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return SIZE_MAX;
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  return rl.rlim_cur > size ? static_cast<size_t>(rl.rlim_cur - size) : 0;
+}
+
 // Writes all of `text`, retrying short writes and interruptions; returns
-// how much was written (less only on an error: a full disk).
+// how much was written (less only on an error: a full disk, errno set).
+// A write past the file size limit would send SIGXFSZ, whose default action
+// kills the program (a runtime write at start runs on its main thread): the
+// profile stops at the limit instead, with errno EFBIG. (Every write goes at
+// the end: the profile is opened with O_APPEND, a checkpoint is new.)
 size_t write_fully(int fd, const std::string& text) {
+  size_t len = text.size();
+  size_t room = room_under_size_limit(fd);
+  if (room < len) len = room;
   size_t off = 0;
-  while (off < text.size()) {
-    ssize_t w = ::write(fd, text.data() + off, text.size() - off);
+  while (off < len) {
+    ssize_t w = ::write(fd, text.data() + off, len - off);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) break;
     off += static_cast<size_t>(w);
   }
+  if (off == len && len < text.size()) errno = EFBIG;
   return off;
 }
 
@@ -173,6 +195,14 @@ void ProfileWriter::emit_locked(const std::string& record) {
   // for the rest so that the record is never interleaved with another.
   size_t off = write_fully(fd_, text);
   cut_ = off < text.size() ? cut_ || off > 0 : false;
+  if (off < text.size() && !write_failed_) {
+    // Nothing in the profile can say so: the user hears it now, once, or
+    // would read a run cut short as one that sampled nothing.
+    write_failed_ = true;
+    raw_log("error: writing the profile %s failed (%s): the records from here on are lost, this run's "
+            "profile is incomplete",
+            path_.c_str(), strerror(errno));
+  }
 }
 
 std::string ProfileWriter::format_startup(const StartupRecord& r) const {

@@ -244,6 +244,7 @@ class ProfileWriter {
   bool any_runtime_ = false;
   bool legacy_ = false;
   bool cut_ = false;  // the last write stopped part-way through a record
+  bool write_failed_ = false;  // a write failed (disk full, file size limit): said once on stderr
   std::mutex mu_;
 };
 

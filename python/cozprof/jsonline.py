@@ -9,8 +9,9 @@ import while the program runs, but a short program ends before it does.
 `raw_decode` is json's own C scanner, the one `json.loads` and
 `JSONDecoder.raw_decode` call (`_json.make_scanner`), with json's defaults.
 It accepts exactly what they accept and returns the same values. Only the
-error differs: a plain ValueError. Without the C module, json itself is
-used."""
+error of a missing value differs: a plain ValueError; the other errors
+import json and are its JSONDecodeError (a ValueError too). Without the C
+module, json itself is used."""
 
 try:
     from _json import make_scanner as _make_scanner
@@ -39,6 +40,16 @@ if _make_scanner is not None:
             return _scan_once(text, 0)
         except StopIteration as e:
             raise ValueError(f"Expecting value: column {e.value + 1}") from None
+        except SystemError:
+            # The scanner's other errors (an unterminated string, a missing
+            # comma: a line cut by a full disk) are json.decoder's
+            # JSONDecodeError, which the scanner looks up in sys.modules
+            # without importing it: until something imports json it returns
+            # no exception at all (CPython 3.11). json itself says what is
+            # wrong, and is imported from then on.
+            import json
+
+            return json.JSONDecoder().raw_decode(text)
 else:
     def raw_decode(text):
         import json

@@ -184,3 +184,32 @@ def test_an_exec_writes_the_final_records_of_the_image_it_replaces(build, tmp_pa
     assert first[-1]["type"] == "shutdown" and any(x["type"] == "thread" for x in first)
     # Each image sampled its own work: the first about twice the second's (0.8 s of CPU against 0.4).
     assert shutdowns[0]["samples"] > 1.3 * shutdowns[1]["samples"] > 0, shutdowns
+
+
+def _file_size_limit(limit):
+    def set_limit():
+        import resource
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+    return set_limit
+
+
+def test_a_file_size_limit_stops_the_profile_not_the_program(build, tmp_path):
+    # Under `ulimit -f`, a runtime write past the limit drew SIGXFSZ, whose
+    # default action killed the program: at start, on its main thread, when
+    # the profile was already at the limit (a second run appending to it).
+    # The profile now stops at the limit, coz says so once, and the program
+    # runs as it does without the profiler. The summary then read a line cut
+    # inside a string, which cost it the run's summary (a SystemError).
+    exe = build("hostile_fds")
+    out = tmp_path / "f.coz"
+    limit = 4096  # a 0.3 s profile is larger
+    for attempt in ("fresh", "at the limit"):
+        plain = subprocess.run([exe, "0.3"], capture_output=True, timeout=60, preexec_fn=_file_size_limit(limit))
+        r = coz_run(["-o", str(out), "--experiment-length", "50ms"], [exe, "0.3"],
+                    preexec_fn=_file_size_limit(limit))
+        err = r.stderr.decode()
+        assert plain.returncode == r.returncode == 0, (attempt, err)
+        assert r.stdout.startswith(b"hostile_fds cpu_ms="), (attempt, r.stdout)
+        assert err.count(f"coz: error: writing the profile {out} failed (File too large)") == 1, (attempt, err)
+        assert "cannot summarize" not in err and "Traceback" not in err, (attempt, err)
+        assert out.stat().st_size == limit, attempt
