@@ -390,6 +390,9 @@ def report(outputs, root_pid, exit_status=None, wall_s=None):
         if not written and exit_status == START_FAILED_STATUS:
             return []  # the runtime refused to start and said why
         if not written:
+            if at_size_limit(main):
+                return [PREFIX + f"no profile was written to {main}: it is at the file size limit "
+                                 "(ulimit -f)"]
             return [PREFIX + f"no profile was written to {main} "
                              "(the program ended before the profiler started, or never loaded it)"]
         recovered = [path for path, _ in written if take_checkpoint(path)]
@@ -405,6 +408,19 @@ def report(outputs, root_pid, exit_status=None, wall_s=None):
     notes += children_notes(runs)
     return (warning_lines(runs) + notes
             + [summary_line(summarize(runs, wall_s), [p for p, _ in written], outputs)])
+
+
+def at_size_limit(path):
+    """Whether the file `path` has reached the file size limit this process
+    runs under (`ulimit -f`, which the program inherited): the runtime
+    writes nothing past it."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    try:
+        return limit != resource.RLIM_INFINITY and os.stat(path).st_size >= limit
+    except OSError:
+        return False
 
 
 def take_checkpoint(path):

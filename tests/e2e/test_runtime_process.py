@@ -213,3 +213,5 @@ def test_a_file_size_limit_stops_the_profile_not_the_program(build, tmp_path):
         assert err.count(f"coz: error: writing the profile {out} failed (File too large)") == 1, (attempt, err)
         assert "cannot summarize" not in err and "Traceback" not in err, (attempt, err)
         assert out.stat().st_size == limit, attempt
+        if attempt == "at the limit":  # not "the program ended before the profiler started"
+            assert f"coz: note: no profile was written to {out}: it is at the file size limit" in err, err
