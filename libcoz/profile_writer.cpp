@@ -187,22 +187,34 @@ void ProfileWriter::emit(const std::string& record) {
 }
 
 void ProfileWriter::emit_locked(const std::string& record) {
-  if (fd_ < 0) return;
+  if (fd_ < 0 || at_size_limit_) return;
   // A record cut by an earlier failed write (disk full) left its line
   // open: end it first, so that this record starts a line of its own.
   const std::string& text = cut_ ? "\n" + record : record;
+  // A record that the file size limit leaves no room for is not written at
+  // all, and neither is any after it (a smaller one that fit would leave a
+  // gap no reader could see): the profile ends at a record's end.
+  if (room_under_size_limit(fd_) < text.size()) {
+    at_size_limit_ = true;
+    errno = EFBIG;
+    say_write_failed();
+    return;
+  }
   // One write for the whole record; a short write (disk full) is retried
   // for the rest so that the record is never interleaved with another.
   size_t off = write_fully(fd_, text);
   cut_ = off < text.size() ? cut_ || off > 0 : false;
-  if (off < text.size() && !write_failed_) {
-    // Nothing in the profile can say so: the user hears it now, once, or
-    // would read a run cut short as one that sampled nothing.
-    write_failed_ = true;
-    raw_log("error: writing the profile %s failed (%s): the records from here on are lost, this run's "
-            "profile is incomplete",
-            path_.c_str(), strerror(errno));
-  }
+  if (off < text.size()) say_write_failed();
+}
+
+void ProfileWriter::say_write_failed() {
+  if (write_failed_) return;
+  // Nothing in the profile can say so: the user hears it now, once, or
+  // would read a run cut short as one that sampled nothing. (A full disk
+  // may have room again later: the records written then are kept.)
+  write_failed_ = true;
+  raw_log("error: writing the profile %s failed (%s): records are lost, this run's profile is incomplete",
+          path_.c_str(), strerror(errno));
 }
 
 std::string ProfileWriter::format_startup(const StartupRecord& r) const {

@@ -245,6 +245,8 @@ class ProfileWriter {
   bool legacy_ = false;
   bool cut_ = false;  // the last write stopped part-way through a record
   bool write_failed_ = false;  // a write failed (disk full, file size limit): said once on stderr
+  bool at_size_limit_ = false;  // a record did not fit under the file size limit: nothing more is written
+  void say_write_failed();
   std::mutex mu_;
 };
 

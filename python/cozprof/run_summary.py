@@ -390,9 +390,10 @@ def report(outputs, root_pid, exit_status=None, wall_s=None):
         if not written and exit_status == START_FAILED_STATUS:
             return []  # the runtime refused to start and said why
         if not written:
-            if at_size_limit(main):
-                return [PREFIX + f"no profile was written to {main}: it is at the file size limit "
-                                 "(ulimit -f)"]
+            room = room_under_size_limit(main)
+            if room is not None:
+                return [PREFIX + f"no profile was written to {main}: the file size limit (ulimit -f) "
+                                 f"leaves it room for {room} more bytes"]
             return [PREFIX + f"no profile was written to {main} "
                              "(the program ended before the profiler started, or never loaded it)"]
         recovered = [path for path, _ in written if take_checkpoint(path)]
@@ -410,17 +411,19 @@ def report(outputs, root_pid, exit_status=None, wall_s=None):
             + [summary_line(summarize(runs, wall_s), [p for p, _ in written], outputs)])
 
 
-def at_size_limit(path):
-    """Whether the file `path` has reached the file size limit this process
-    runs under (`ulimit -f`, which the program inherited): the runtime
-    writes nothing past it."""
+def room_under_size_limit(path):
+    """How many bytes the file size limit this process runs under (`ulimit -f`,
+    which the program inherited) lets the file `path` grow by; None without a
+    limit. The runtime writes no record that does not fit whole."""
     import resource
 
     limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit == resource.RLIM_INFINITY:
+        return None
     try:
-        return limit != resource.RLIM_INFINITY and os.stat(path).st_size >= limit
+        return max(0, limit - os.stat(path).st_size)
     except OSError:
-        return False
+        return limit
 
 
 def take_checkpoint(path):
