@@ -123,21 +123,22 @@ size_t room_under_size_limit(int fd) {
 // Writes all of `text`, retrying short writes and interruptions; returns
 // how much was written (less only on an error: a full disk, errno set).
 // A write past the file size limit would send SIGXFSZ, whose default action
-// kills the program (a runtime write at start runs on its main thread): the
-// profile stops at the limit instead, with errno EFBIG. (Every write goes at
-// the end: the profile is opened with O_APPEND, a checkpoint is new.)
+// kills the program (a runtime write at start runs on its main thread): a
+// text the limit leaves no room for is not written at all, errno EFBIG.
+// (Every write goes at the end: the profile is opened with O_APPEND, a
+// checkpoint is new.)
 size_t write_fully(int fd, const std::string& text) {
-  size_t len = text.size();
-  size_t room = room_under_size_limit(fd);
-  if (room < len) len = room;
+  if (room_under_size_limit(fd) < text.size()) {
+    errno = EFBIG;
+    return 0;
+  }
   size_t off = 0;
-  while (off < len) {
-    ssize_t w = ::write(fd, text.data() + off, len - off);
+  while (off < text.size()) {
+    ssize_t w = ::write(fd, text.data() + off, text.size() - off);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) break;
     off += static_cast<size_t>(w);
   }
-  if (off == len && len < text.size()) errno = EFBIG;
   return off;
 }
 
@@ -191,20 +192,17 @@ void ProfileWriter::emit_locked(const std::string& record) {
   // A record cut by an earlier failed write (disk full) left its line
   // open: end it first, so that this record starts a line of its own.
   const std::string& text = cut_ ? "\n" + record : record;
-  // A record that the file size limit leaves no room for is not written at
-  // all, and neither is any after it (a smaller one that fit would leave a
-  // gap no reader could see): the profile ends at a record's end.
-  if (room_under_size_limit(fd_) < text.size()) {
-    at_size_limit_ = true;
-    errno = EFBIG;
-    say_write_failed();
-    return;
-  }
   // One write for the whole record; a short write (disk full) is retried
   // for the rest so that the record is never interleaved with another.
   size_t off = write_fully(fd_, text);
   cut_ = off < text.size() ? cut_ || off > 0 : false;
-  if (off < text.size()) say_write_failed();
+  if (off < text.size()) {
+    // A record that the file size limit leaves no room for is not written,
+    // and neither is any after it (a smaller one that fit would leave a gap
+    // no reader could see): the profile ends at a record's end.
+    at_size_limit_ = errno == EFBIG;
+    say_write_failed();
+  }
 }
 
 void ProfileWriter::say_write_failed() {
