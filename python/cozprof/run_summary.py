@@ -438,6 +438,9 @@ def take_checkpoint(path):
         return False
     if not data.endswith(b"\n") or not data.startswith(b'{"type":"totals"'):
         return False  # not one of ours, or cut short: left alone
+    room = room_under_size_limit(path)
+    if room is not None and room < len(data):
+        return False  # it would be cut at the file size limit, as the runtime's records never are: left alone
     with open(path, "ab") as f:
         f.write(data)
     os.unlink(ckpt)

@@ -497,3 +497,21 @@ def test_a_killed_runs_checkpoint_is_appended_to_its_profile(tmp_path):
     # Cut short (no newline) or not a totals record: left alone.
     ckpt.write_text('{"type":"totals","seq":3')
     assert run_summary.take_checkpoint(str(path)) is False and ckpt.exists()
+
+
+def test_a_checkpoint_the_file_size_limit_would_cut_is_left_alone(tmp_path):
+    # Under `ulimit -f` the runtime writes whole records only; appending the
+    # checkpoint part-way would leave the profile a cut line.
+    path = tmp_path / "p.coz"
+    path.write_text('{"type":"startup","version":1,"time_ns":1,"pid":5}\n')
+    ckpt = tmp_path / "p.coz.checkpoint"
+    ckpt.write_text('{"type":"totals","seq":2,"pid":5,"final":false,"records":[]}\n')
+    before = path.read_bytes()
+    code = ("import resource, sys\n"
+            "from cozprof import run_summary\n"
+            f"resource.setrlimit(resource.RLIMIT_FSIZE, ({len(before) + 10}, resource.RLIM_INFINITY))\n"
+            f"print(run_summary.take_checkpoint({str(path)!r}))\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, timeout=60)
+    assert r.returncode == 0 and r.stdout == b"False\n", r.stderr.decode()
+    assert path.read_bytes() == before and ckpt.exists()
