@@ -540,6 +540,7 @@ void Profiler::run_one_experiment(const Target* target, const std::vector<AddrRa
   ProgressTotals before = progress().totals();
   s.speedup_pct.store(static_cast<uint32_t>(speedup));
   s.selected_samples.store(0);
+  s.selected_ns.store(0);
   s.selected_blocked_ns.store(0);
   s.experiment_start_ns.store(now_mono());
   uint64_t g0 = s.global_delay.load();
@@ -565,6 +566,7 @@ void Profiler::run_one_experiment(const Target* target, const std::vector<AddrRa
     before = progress().totals();
     g0 = s.global_delay.load();
     s.selected_samples.store(0);
+    s.selected_ns.store(0);
     s.selected_blocked_ns.store(0);
     t0 = now_mono();
   }
@@ -595,6 +597,7 @@ void Profiler::run_one_experiment(const Target* target, const std::vector<AddrRa
   r.delay_ns = g1 - g0;
   r.duration_ns = r.wall_ns > r.delay_ns ? r.wall_ns - r.delay_ns : 0;
   r.selected_samples = s.selected_samples.load();
+  r.selected_ns = s.selected_ns.load();
   r.selected_blocked_ns = s.selected_blocked_ns.load();
   r.partial = stopping();
   r.progress = ProgressRegistry::deltas(before, after);

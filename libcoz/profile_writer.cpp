@@ -256,6 +256,7 @@ std::string ProfileWriter::format_experiment(const ExperimentRecord& r) const {
         ",\"speedup\":" + fraction(r.speedup_percent) + ",\"duration_ns\":" + std::to_string(r.duration_ns) +
         ",\"wall_ns\":" + std::to_string(r.wall_ns) + ",\"delay_ns\":" + std::to_string(r.delay_ns) +
         ",\"selected_samples\":" + std::to_string(r.selected_samples) +
+        ",\"selected_ns\":" + std::to_string(r.selected_ns) +
         (r.selected_blocked_ns ? ",\"selected_blocked_ns\":" + std::to_string(r.selected_blocked_ns) : std::string()) +
         ",\"partial\":" + (r.partial ? "true" : "false") +
         (r.aligned.empty() ? std::string() : ",\"aligned\":" + json_string(r.aligned)) + ",\"progress\":[";

@@ -51,6 +51,7 @@ struct ExperimentRecord {
   uint64_t wall_ns = 0;
   uint64_t delay_ns = 0;
   uint64_t selected_samples = 0;
+  uint64_t selected_ns = 0;
   uint64_t selected_blocked_ns = 0;
   bool partial = false;
   std::string aligned;  // the point whose visits began and ended the window, if any

@@ -103,6 +103,7 @@ uint64_t record_sample(ThreadState* t, Sample* smp) {
     // both).
     hit_ns = smp->weight_ns + smp->wait_ns;
     s.selected_samples.fetch_add(1, std::memory_order_relaxed);
+    s.selected_ns.fetch_add(hit_ns, std::memory_order_relaxed);
   }
   if (experiment_delaying()) smp->flags |= kSampleDelaying;
   if (!t->ring.push(*smp)) t->dropped_samples.fetch_add(1, std::memory_order_relaxed);

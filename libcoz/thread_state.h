@@ -341,6 +341,7 @@ struct Shared {
   std::atomic<uint64_t> selected_samples{0};       // samples of the selected line, all threads
   // Waits an experiment speeds up: bit k for WaitKind k (--blocked-scope).
   std::atomic<uint32_t> blocked_scope{0};
+  std::atomic<uint64_t> selected_ns{0};            // the time those samples stand for (record_sample's hit_ns)
   std::atomic<uint64_t> selected_blocked_ns{0};    // waits of the selected line ended in the experiment
   std::atomic<uint64_t> experiment_start_ns{0};    // CLOCK_MONOTONIC start of the running experiment
   // The program's threads, all together, recently got less than

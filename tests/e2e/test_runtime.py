@@ -423,21 +423,26 @@ def test_profile_records_are_whole_and_ordered(build, tmp_path):
     for e in exps:
         assert e["duration_ns"] + e["delay_ns"] == e["wall_ns"]
         assert [p["name"] for p in e["progress"]] == ["round"]
-    # A sample of the selected line earns speedup x the time it stands for:
-    # its sampling period (drawn around 1 ms), plus the time the thread waited
-    # for a CPU since the previous sample. Over the run that is speedup x
-    # selected samples x 1 ms, more when the thread waited for a CPU (wall
-    # minus CPU time of this never-blocking loop, as the program timed it).
+    # A sample of the selected line earns speedup x the time it stands for
+    # (`selected_ns`): its sampling period, drawn in [0.5, 1.5) ms, plus the
+    # time the thread waited for a CPU since the previous sample. With one
+    # program thread, the global delay is what that thread earned: exactly,
+    # but for truncation to the ns at each hit, and a hit that may straddle an
+    # experiment's end (counted after its delay was read).
+    exact = [e for e in exps
+             if abs(e["delay_ns"] - e["speedup"] * e["selected_ns"]) <= e["selected_samples"] + 1]
+    assert len(exact) >= len(exps) - 2, [(e["delay_ns"], e["speedup"], e["selected_ns"]) for e in exps]
+    # What a sample stands for: about 1 ms (the mean of the drawn periods; sd
+    # of the run's mean 0.03 over its ~90 draws, measured 0.985 to 1.03 in 8
+    # quiet runs), more when the loop waited for a CPU. A thread cannot earn
+    # more than speedup x the time that went by (plus one sample straddling
+    # the start).
     loop = printed(r.stdout, "serial_ab")[0]
     waited = (loop["loop_wall_ns"] - loop["loop_cpu_ns"]) / loop["loop_cpu_ns"]
-    earned = sum(e["speedup"] * e["selected_samples"] for e in exps) * SAMPLE_PERIOD_NS
+    per_sample = sum(e["selected_ns"] for e in exps) / sum(e["selected_samples"] for e in exps)
+    assert 0.85 * SAMPLE_PERIOD_NS <= per_sample, (per_sample, waited)
     inserted = sum(e["delay_ns"] for e in exps)
-    # Measured (20 runs, 10 beside a busy loop): 0.965 to 2.37 times speedup
-    # x selected samples x 1 ms, the larger ones where the loop waited for a
-    # CPU as long as it ran. A thread cannot earn more than speedup x the
-    # time that went by (plus one sample straddling the start).
-    assert 0.9 * earned <= inserted, (inserted, earned, waited)
-    assert inserted <= sum(e["speedup"] * (e["wall_ns"] + 2 * SAMPLE_PERIOD_NS) for e in exps), (inserted, earned)
+    assert inserted <= sum(e["speedup"] * (e["wall_ns"] + 2 * SAMPLE_PERIOD_NS) for e in exps), inserted
     # Samples split between the lines as their CPU time does, as the program
     # timed it with CLOCK_THREAD_CPUTIME_ID (about 2 : 1 on any CPU, with one
     # kernel on both lines).

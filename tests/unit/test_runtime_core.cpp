@@ -909,12 +909,14 @@ TEST(Writer, JsonRecordsAreOneLineEachWithEscapedStrings) {
   r.wall_ns = 1000;
   r.delay_ns = 100;
   r.selected_samples = 7;
+  r.selected_ns = 7200000;
   r.progress.push_back(PointDelta{"tp", false, 42, 0, 0, 0});
   r.progress.push_back(PointDelta{"req", true, 0, 5, 4, 1});
   std::string s = w.format_experiment(r);
   EXPECT_EQ(s,
             "{\"type\":\"experiment\",\"selected\":\"/src/we\\\"ird\\\\path.c:12\",\"speedup\":0.35,"
-            "\"duration_ns\":900,\"wall_ns\":1000,\"delay_ns\":100,\"selected_samples\":7,\"partial\":false,"
+            "\"duration_ns\":900,\"wall_ns\":1000,\"delay_ns\":100,\"selected_samples\":7,\"selected_ns\":7200000,"
+            "\"partial\":false,"
             "\"progress\":[{\"name\":\"tp\",\"kind\":\"throughput\",\"delta\":42},"
             "{\"name\":\"req\",\"kind\":\"latency\",\"arrivals\":5,\"departures\":4,\"difference\":1}]}\n");
   EXPECT_EQ(json_string(std::string("a\nb\x01")), "\"a\\nb\\u0001\"");
