@@ -635,6 +635,7 @@ void runtime_init() {
     return;
   }
   g_pid = raw_getpid();
+  raw_log_keep_stderr();
   if (!g_threads) g_threads = new std::vector<ThreadState*>();
   if (!g_seen_objects) g_seen_objects = new std::set<std::pair<uintptr_t, std::string>>();
   g_seen_objects->clear();

@@ -97,6 +97,19 @@ def test_program_that_takes_over_low_descriptors_keeps_its_profile(build, tmp_pa
     assert recs[-1]["samples"] > 0.8 * cpu_ms, (recs[-1]["samples"], cpu_ms)
 
 
+def test_a_program_that_moves_its_stderr_gets_none_of_coz_s_lines(build, tmp_path):
+    # A daemon puts its log file on descriptor 2 (an inetd service, its
+    # client's socket): coz's own lines, here --verbose's line per
+    # experiment, stay on the standard error coz run was given.
+    exe = build("hostile_fds")
+    log = tmp_path / "program.log"
+    r = coz_run(["-v", "-o", str(tmp_path / "s.coz"), "--experiment-length", "50ms"], [exe, "0.5"],
+                env={"HOSTILE_FDS_STDERR": str(log)})
+    assert r.returncode == 0, r.stderr.decode()
+    assert log.read_text() == "hostile_fds: its own line\n"
+    assert "coz: experiment 3: " in r.stderr.decode(), r.stderr.decode()
+
+
 def test_deep_stacks_are_sampled_and_their_cut_is_counted(build, tmp_path):
     # 300 frames make perf records of about 2.4 KiB: each is still a sample
     # (its innermost 64 frames), and the cut is counted.

@@ -6,7 +6,11 @@
  * way, one of the program's own at 4000 included (it must be closed: printed
  * as high_closed=1). close_loop calls close() on every number from 3 to the
  * open-file soft limit, as daemons do, and prints how many calls succeeded
- * (closed=N) and how many failed with anything but EBADF (errors=N). */
+ * (closed=N) and how many failed with anything but EBADF (errors=N).
+ * With HOSTILE_FDS_STDERR=FILE in its environment, it then puts FILE on
+ * descriptor 2, as a daemon does with its log file (or an inetd service
+ * with its client's socket), and writes one line of its own there at the
+ * end: the file must hold that line only. */
 #define _GNU_SOURCE
 #include <coz.h>
 #include <errno.h>
@@ -48,12 +52,19 @@ int main(int argc, char** argv) {
     high_closed = fcntl(4000, F_GETFD) == -1 && errno == EBADF;
   }
   for (int fd = 3; fd < 64; fd++) close(fd);
+  const char* log = getenv("HOSTILE_FDS_STDERR");
+  if (log) {
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 2);
+    close(fd);
+  }
   unsigned long x = 7933;
   double end = now() + seconds;
   while (now() < end) {
     for (int i = 0; i < 20000; i++) { x = x * 6364136223846793005ul + 1442695040888963407ul; __asm__ volatile("" : "+r"(x)); } /* HOT */
     COZ_PROGRESS_NAMED("round");
   }
+  if (log) fprintf(stderr, "hostile_fds: its own line\n");
   struct timespec cpu;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
   printf("hostile_fds cpu_ms=%ld high_closed=%d closed=%d errors=%d\n",
