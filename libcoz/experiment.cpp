@@ -737,7 +737,9 @@ void Profiler::write_final() {
   r.experiments = experiments_;
   r.period_turns = period_turns_;
   // (--end-to-end: the run's end is its progress point.)
-  if (progress().empty() && !config_.sampling_only && !config_.locks_only && !config_.end_to_end) {
+  // (A daemon's parent ends before the work: the warning "daemon" says where it went.)
+  if (progress().empty() && !config_.sampling_only && !config_.locks_only && !config_.end_to_end &&
+      r.reason != "daemon") {
     std::string msg =
         "no progress point was reached: add COZ_PROGRESS to the program (include <coz.h>), "
         "or give --progress file:line or --end-to-end";

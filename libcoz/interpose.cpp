@@ -155,6 +155,7 @@ COZ_REAL_FN(pselect, nullptr)
 COZ_REAL_FN(epoll_wait, nullptr)
 COZ_REAL_FN(epoll_pwait, nullptr)
 COZ_REAL_FN(_exit, nullptr)
+COZ_REAL_FN(daemon, nullptr)
 COZ_REAL_FN(syscall, nullptr)
 COZ_REAL_FN(thrd_create, nullptr)
 COZ_REAL_FN(thrd_join, nullptr)
@@ -975,6 +976,15 @@ COZ_EXPORT int dlclose(void* handle) {
 COZ_EXPORT int dl_iterate_phdr(int (*callback)(dl_phdr_info*, size_t, void*), void* data) {
   if (coz::tls_objects_from_copy) return coz::iterate_published_objects(callback, data);
   return real_dl_iterate_phdr()(callback, data);
+}
+
+// glibc's daemon() forks and ends the parent with an internal _exit: the
+// fork's parent handler writes the parent's final records (runtime.h).
+COZ_EXPORT int daemon(int nochdir, int noclose) noexcept {
+  coz::tls_in_daemon = true;
+  int rc = real_daemon()(nochdir, noclose);
+  coz::tls_in_daemon = false;  // the child, or a parent whose fork failed
+  return rc;
 }
 
 // Exit without atexit handlers: write the final records first.

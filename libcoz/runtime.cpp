@@ -47,6 +47,7 @@ namespace coz {
 
 __thread ThreadState* tls_state __attribute__((tls_model("initial-exec"))) = nullptr;
 __thread int tls_in_runtime __attribute__((tls_model("initial-exec"))) = 0;
+__thread bool tls_in_daemon __attribute__((tls_model("initial-exec"))) = false;
 
 namespace {
 
@@ -442,6 +443,7 @@ void restore_signals() {
 // among them: a child never uses its parent's (a followed child builds its
 // own, a dormant one none), so a fork never waits for the profiler thread's
 // DWARF reading.
+void finish_in_profiled_process(const char* reason);
 void fork_prepare() {
   g_objects_lock.lock();
   g_registry_lock.lock();
@@ -461,8 +463,15 @@ void fork_parent() {
   g_signal_lock.unlock();
   g_registry_lock.unlock();
   g_objects_lock.unlock();
+  if (tls_in_daemon && g_state.load() == kActive) {  // glibc's daemon() _exits the parent next, unseen
+    if (!g_config->follow_children)
+      warn("daemon", "the program became a daemon (daemon()): its work goes on in a child process, which is "
+                     "not profiled; --follow-children profiles it in its own file");
+    finish_in_profiled_process("daemon");
+  }
 }
 void fork_child() {
+  tls_in_daemon = false;  // (daemon()'s child goes on as the program)
   RuntimeGuard guard;  // it closes the parent's descriptors of the runtime (close())
   unloaded_objects_fork_child();
   fds_fork_child();

@@ -155,6 +155,13 @@ void discard_thread_start(ThreadStart* start);               // pthread_create f
 // _exit/_Exit in the profiled process: write the final records first.
 void on_fast_exit();
 
+// daemon(3) in the profiled process. glibc's ends the parent with an _exit
+// of its own, which no interposition sees: the thread calling daemon() is
+// marked, and the fork's parent handler, which runs only once the child
+// exists, writes the parent's final records (as on_fast_exit). A failed fork
+// returns -1 and the profile goes on.
+extern __thread bool tls_in_daemon __attribute__((tls_model("initial-exec")));
+
 // execve and the like in the profiled process: when the exec can succeed
 // (`file` is executable, looked for in PATH with `search_path` as execvp
 // does; `fd` is open for fexecve), the final records are written first: the

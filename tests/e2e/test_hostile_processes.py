@@ -65,6 +65,44 @@ def test_fork_without_follow_children(tmp_path):
     assert counters["children"]["profiled"] is False and counters["children"]["cpu_ns"] > 0
 
 
+def test_a_daemon_s_parent_writes_its_final_records(tmp_path):
+    # glibc's daemon() ends the parent with an _exit of its own, which no
+    # interposition sees: the parent's profile still ends with its shutdown,
+    # and the run says where the work went.
+    exe = procs(tmp_path)
+    plain, profiled = run_both([exe, "daemon"], profile=tmp_path / "p.coz")
+    assert plain.returncode == 0 and plain.stdout.startswith(b"daemon result"), plain
+    assert_same_behaviour(plain, profiled)
+    assert glob.glob(str(tmp_path / "p.*.coz")) == []
+    (run,) = runs_of(tmp_path / "p.coz")
+    assert run[-1]["type"] == "shutdown" and run[-1]["reason"] == "daemon", run[-1]
+    assert run[-1]["samples"] > 0
+    sampled = {k.rsplit(":", 1)[1] for r in run if r["type"] == "samples" for k in r["counts"]}
+    assert source_line("parent's hot line") in sampled, sampled
+    assert [r["code"] for r in run if r["type"] == "warning"] == ["daemon"]
+    err = profiled.stderr.decode()
+    assert "coz: warning: the program became a daemon (daemon())" in err and "--follow-children" in err, err
+    assert "no progress point" not in err, err
+
+
+def test_a_daemon_is_profiled_under_follow_children(tmp_path):
+    exe = procs(tmp_path)
+    plain, profiled = run_both([exe, "daemon"], coz_args=["--follow-children"], profile=tmp_path / "p.coz")
+    assert_same_behaviour(plain, profiled)
+    (parent,) = runs_of(tmp_path / "p.coz")
+    (child_file,) = glob.glob(str(tmp_path / "p.*.coz"))
+    (child,) = runs_of(child_file)
+    assert parent[-1]["reason"] == "daemon" and child[-1]["reason"] == "exit"
+    assert not [r for r in parent if r["type"] == "warning"]
+    assert source_line("child's hot line") in selected_lines(child), selected_lines(child)
+    visits = {}
+    for r in child:
+        for p in r.get("progress", []) if r["type"] == "experiment" else []:
+            visits[p["name"]] = visits.get(p["name"], 0) + p["delta"]
+    # (The parent's point is known to the child, which inherited its counter.)
+    assert visits.get("child-round", 0) > 0 and visits.get("parent-round", 0) == 0, visits
+
+
 def test_fork_with_follow_children_names_the_childs_file_by_pid(tmp_path):
     exe = procs(tmp_path)
     plain, profiled = run_both([exe, "fork"], coz_args=["--follow-children"], profile=tmp_path / "p.coz")

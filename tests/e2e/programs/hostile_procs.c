@@ -7,7 +7,10 @@
  *   leaf   - computes, prints its result and exits 11
  *   forktree - the parent forks a worker that forks a helper; nobody execs,
  *            each process computes and waits for its child (prefork servers)
+ *   daemon - computes, then becomes a daemon with daemon(3) (keeping its
+ *            standard streams), which computes and prints its result
  * Output is deterministic and names no pid. */
+#define _DEFAULT_SOURCE /* daemon */
 #include <coz.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -93,6 +96,16 @@ int main(int argc, char** argv) {
     }
     printf("%s result %lu\n", names[depth], mine);
     return depth;
+  }
+  if (!strcmp(mode, "daemon")) {
+    unsigned long before = parent_work(1500);
+    fflush(stdout);
+    if (daemon(1, 1) != 0) {
+      perror("daemon");
+      return 1;
+    }
+    printf("daemon result %lu %lu\n", before, child_work(1500));
+    return 0;
   }
   if (!strcmp(mode, "vfork")) {
     fflush(stdout);
