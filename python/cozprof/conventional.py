@@ -151,6 +151,13 @@ def require_stacks(profile):
             raise CozError("the profile has no stacks: --locks-only runs take no samples",
                            hint="run with --sampling-only (or without either) for the "
                                 "conventional profile; 'coz locks' reads this one")
+        if profile.runs and all(r.dialect == "json" and not r.samples and not r.blocked for r in profile.runs):
+            daemon = any((r.shutdown or {}).get("reason") == "daemon" for r in profile.runs)
+            raise CozError("the profile has no stacks: its runs took no sample",
+                           hint="the program became a daemon before working: --follow-children "
+                                "profiles the daemon in its own file" if daemon else
+                                "the program ended before its first sample, or its work ran in "
+                                "child processes (--follow-children profiles each in its own file)")
         raise CozError("the profile has no stacks: it holds no conventional profile",
                        hint="stacks are written by this project's runtime since format 1 "
                             "(coz run); upstream COZ's profiles and older ones have only "

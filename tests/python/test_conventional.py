@@ -452,3 +452,29 @@ def test_header_names_the_kinds():
         "5 samples (5ms) off-CPU in 1 run; not shown: cpu 12ms (--kind all shows them)"
     assert views.header(prof, conv.parse_kinds("io,lock"), "time").startswith(
         "5 samples (5ms) of kinds io,lock in 1 run")
+
+
+def _no_stack_error(tmp_path, records):
+    path = tmp_path / "p.coz"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(CozError) as e:
+        conv.require_stacks(profile.load([str(path)]))
+    return str(e.value), e.value.hint
+
+
+def test_a_run_without_samples_says_so_rather_than_blaming_the_format(tmp_path):
+    # A run of this runtime that took no sample (a program shorter than the
+    # period, or one that became a daemon) is not an old or upstream profile.
+    startup = ProfileWriter().records[0]
+    shutdown = {"type": "shutdown", "time_ns": 1, "reason": "exit", "samples": 0, "lost_records": 0,
+                "dropped_samples": 0, "skipped_records": 0, "truncated_stacks": 0, "experiments": 0}
+    msg, hint = _no_stack_error(tmp_path, [startup, shutdown])
+    assert msg == "the profile has no stacks: its runs took no sample"
+    assert "ended before its first sample" in hint and "--follow-children" in hint
+    msg, hint = _no_stack_error(tmp_path, [startup, dict(shutdown, reason="daemon")])
+    assert msg == "the profile has no stacks: its runs took no sample" and "became a daemon" in hint
+    # Upstream's profiles keep the message about formats.
+    with open(os.path.join(FIXTURES, "upstream.json.coz")) as f:
+        upstream = [json.loads(line) for line in f if line.strip()]
+    msg, hint = _no_stack_error(tmp_path, upstream)
+    assert msg == "the profile has no stacks: it holds no conventional profile" and "upstream" in hint
