@@ -106,9 +106,21 @@ std::set<std::pair<uintptr_t, std::string>>* g_seen_objects = nullptr;
 
 // Signal virtualization.
 InternalLock g_signal_lock;
-const int kTerminateSignals[] = {SIGINT, SIGTERM, SIGHUP};
-// A crash: the final records are written before the process dies of it.
-const int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+// The signals whose default action ends the process (signal(7)), which the
+// runtime catches while the program leaves them at it: the final records are
+// written before the process dies of it. Those that end it plainly: a user's
+// or a supervisor's (SIGINT, SIGTERM, SIGHUP, SIGUSR1...), a write to a pipe
+// whose reader left (SIGPIPE: `coz run --- prog | head`), a timer the
+// program set without a handler (SIGALRM, SIGVTALRM, SIGPROF)...
+const int kTerminateSignals[] = {SIGINT,    SIGTERM, SIGHUP, SIGPIPE, SIGALRM,  SIGUSR1,
+                                 SIGUSR2,   SIGVTALRM, SIGPROF, SIGIO, SIGPWR, SIGSTKFLT};
+// ... and those that also dump core: a crash, SIGQUIT (Ctrl-\), the CPU time
+// and file size limits, a seccomp filter's SIGSYS. (Not SIGTRAP: debuggers'.)
+const int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGQUIT, SIGXCPU, SIGXFSZ, SIGSYS};
+// Of those, the faults the kernel raises at an instruction, which happen
+// again there when the handler returns (si_code > 0 tells them from the same
+// signals sent by kill, raise or abort).
+const int kFaultSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE};
 std::atomic<pid_t> g_profiler_tid{0};
 struct sigaction g_program_action[_NSIG];  // the program's view of virtualized signals
 
@@ -254,6 +266,12 @@ bool is_crash_signal(int sig) {
   return false;
 }
 
+bool is_fault_signal(int sig) {
+  for (int s : kFaultSignals)
+    if (s == sig) return true;
+  return false;
+}
+
 // The signals whose default action ends the process and that the runtime
 // catches, while the program leaves them at it, to write the final records.
 bool is_final_signal(int sig) {
@@ -272,6 +290,19 @@ const char* signal_name(int sig) {
     case SIGILL: return "SIGILL";
     case SIGFPE: return "SIGFPE";
     case SIGABRT: return "SIGABRT";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGVTALRM: return "SIGVTALRM";
+    case SIGPROF: return "SIGPROF";
+    case SIGIO: return "SIGIO";
+    case SIGPWR: return "SIGPWR";
+    case SIGSTKFLT: return "SIGSTKFLT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGXFSZ: return "SIGXFSZ";
+    case SIGSYS: return "SIGSYS";
     default: return "signal";
   }
 }
@@ -324,22 +355,23 @@ void finish(const char* reason) {
   }
 }
 
-// runs in signal context: SIGINT/SIGTERM/SIGHUP, or a crash's SIGSEGV,
-// SIGBUS, SIGILL, SIGFPE or SIGABRT, while the program keeps their default
-// action. Uses only futex, write, sigaction and kill-family calls.
+// runs in signal context: a signal of kTerminateSignals or kCrashSignals,
+// while the program keeps its default action. Uses only futex, write,
+// sigaction and kill-family calls.
 void on_final_signal(int sig, siginfo_t* si, void*) {
   int saved = errno;
   // The profiler thread's own crash: nobody is left to write the records.
   if (!(is_crash_signal(sig) && raw_gettid() == g_profiler_tid.load())) finish(signal_name(sig));
   if (is_crash_signal(sig)) {
     // The default action back, the handler returns. A fault the kernel
-    // raised at an instruction (si_code > 0) happens again there; a signal
-    // that was sent (abort, raise, kill) is sent again, pending while this
+    // raised at an instruction (si_code > 0) happens again there; any other
+    // signal (abort, raise, kill, the kernel's SIGXCPU or a seccomp filter's
+    // SIGSYS, which do not happen again) is sent again, pending while this
     // handler blocks it, and arrives where the first one did. Either way the
     // process dies of it at the same place as without the profiler, and a
     // core dump shows that place, not this handler.
     restore_default_action(sig);
-    if (!(si && si->si_code > 0)) sys(SYS_tgkill, raw_getpid(), raw_gettid(), sig);
+    if (!(is_fault_signal(sig) && si && si->si_code > 0)) sys(SYS_tgkill, raw_getpid(), raw_gettid(), sig);
   } else {
     die_by_default(sig);
   }

@@ -99,12 +99,16 @@ def _assert_whole_and_readable(path):
 
 
 @pytest.mark.parametrize("mode, sig", [("segv", signal.SIGSEGV), ("abort", signal.SIGABRT),
-                                       ("kill_segv", signal.SIGSEGV)])
+                                       ("kill_segv", signal.SIGSEGV), ("pipe", signal.SIGPIPE),
+                                       ("alarm", signal.SIGALRM), ("xcpu", signal.SIGXCPU),
+                                       ("quit", signal.SIGQUIT)])
 def test_a_crash_writes_the_final_records_and_dies_of_its_signal(tmp_path, mode, sig):
     # The fault, abort(), or the signal sent by kill: the program dies of the
     # same signal as without the profiler, after the final records (stacks,
     # threads, shutdown) that a crash used to lose with the counts since the
-    # last flush.
+    # last flush. The same for the other signals that end a process by
+    # default: a write to a pipe nobody reads (`coz run --- prog | head`), a
+    # timer without a handler, the CPU time limit, Ctrl-\.
     exe = build_program("hostile_crash", tmp_path)
     plain, profiled = run_both([exe, mode], profile=tmp_path / "p.coz", preexec_fn=no_core)
     assert plain.returncode == -sig

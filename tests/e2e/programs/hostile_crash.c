@@ -14,13 +14,22 @@
  *                   handler of its own printing "quick handler"
  *   _Exit         - the same, then _Exit(7)
  *   exit_group    - the same, then syscall(SYS_exit_group, 8)
+ *   pipe          - the same, then writes to a pipe it closed the reading end of:
+ *                   the kernel's SIGPIPE (`prog | head`)
+ *   alarm         - the same, then a 50 ms real-time timer without a handler: SIGALRM
+ *   xcpu          - the same, then a CPU time limit 1 s above the time used: the
+ *                   kernel's SIGXCPU (si_code SI_KERNEL, a signal that does not
+ *                   happen again if its handler returns)
+ *   quit          - the same, then sends itself SIGQUIT (Ctrl-\)
  * Two threads spin so that experiments have samples. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -106,6 +115,29 @@ int main(int argc, char** argv) {
   }
   if (!strcmp(argv[1], "_Exit")) _Exit(7);
   if (!strcmp(argv[1], "exit_group")) syscall(SYS_exit_group, 8);
+  if (!strcmp(argv[1], "pipe")) {
+    int fds[2];
+    if (pipe(fds) != 0) return 9;
+    close(fds[0]);
+    if (write(fds[1], "x", 1) < 0) printf("write failed\n");  /* not reached: SIGPIPE */
+    return 0;
+  }
+  if (!strcmp(argv[1], "alarm")) {
+    struct itimerval it = {{0, 0}, {0, 50000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    for (;;) spin_for_ms(1000);
+  }
+  if (!strcmp(argv[1], "xcpu")) {
+    struct timespec c;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c);
+    struct rlimit rl = {(rlim_t)c.tv_sec + 1, (rlim_t)c.tv_sec + 30};
+    setrlimit(RLIMIT_CPU, &rl);
+    for (;;) spin_for_ms(1000);
+  }
+  if (!strcmp(argv[1], "quit")) {
+    kill(getpid(), SIGQUIT);
+    for (;;) spin_for_ms(1000);
+  }
   if (!strcmp(argv[1], "kill_segv")) {
     printf("killing\n");
     fflush(stdout);
