@@ -201,6 +201,7 @@ static int read_options(char **options, int count, struct Run *r) {
   /* launcher.validate's refusals among these options */
   int experiments = r->fixed_line || r->end_to_end;
   if ((r->sampling_only || r->locks_only) && (experiments || (r->sampling_only && r->locks_only))) return 0;
+  if (r->output && strcmp(r->output, "-") == 0) return 0; /* refused, with its hint */
   return !r->binary.failed && !r->source.failed && !r->progress.failed;
 }
 

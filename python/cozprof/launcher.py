@@ -310,6 +310,12 @@ def validate(args):
         args.fixed_speedup_pct = int(text)
     if not args.output:
         raise CozError("empty --output", hint="name the profile file, e.g. -o profile.coz")
+    if args.output == "-":
+        # '-' is standard input or output for coz's other commands; here it
+        # would be a file named '-', or the program's own output mixed in.
+        raise CozError("-o - would write the profile into the program's standard output",
+                       hint="name the profile file, e.g. -o profile.coz ('coz report -' reads one "
+                            "from standard input)")
     if args.sample_period is None:
         args.sample_period_ns = SAMPLING_ONLY_PERIOD_NS if args.sampling_only else DEFAULT_SAMPLE_PERIOD_NS
     else:

@@ -164,6 +164,7 @@ def test_a_script_goes_to_the_launcher(tmp_path):
     (["--sample-period", "3601s"], None),
     (["--experiment-length", "99999999999999"], None),
     (["-o", ""], None),
+    (["-o", "-"], None),
     ([], ["./missing"]),
     ([], ["./not-executable"]),
     ([], ["no-such-program-in-path"]),
@@ -177,6 +178,7 @@ def test_errors_are_the_launchers_own(probe, tmp_path, options, command):
     assert plain.returncode != 0 and plain.stderr.startswith("coz: error: "), plain
     assert (r.returncode, r.stderr) == (plain.returncode, plain.stderr)
     assert r.stdout == "" and "internal error" not in r.stderr
+    assert not (tmp_path / "-").exists()
 
 
 def test_signals_reach_the_program_the_front_started(probe, tmp_path):

@@ -75,6 +75,7 @@ def test_parse_time(text, unit, ns):
     (["--experiment-length=-1s", "---", "x"], "bad --experiment-length"),
     (["--fixed-speedup", "150", "---", "x"], "bad --fixed-speedup"),
     (["--fixed-speedup", "ten", "---", "x"], "bad --fixed-speedup"),
+    (["-o", "-", "---", "x"], "-o - would write the profile into the program's standard output"),
     (["--fixed-line", "app.c", "---", "x"], "bad --fixed-line"),
     (["--fixed-line", "app.c:0", "---", "x"], "bad --fixed-line"),
     (["-p", "nocolon", "---", "x"], "bad --progress"),
