@@ -29,6 +29,10 @@ namespace coz {
 namespace {
 
 constexpr uint64_t kSliceNs = 10000000;    // 10 ms: how often samples are drained
+// A stall: the profiler thread woke this much later than asked, beyond its
+// own wait for a CPU (wait_slice). The experiment in progress ends there and
+// is written with `stalled_ns`; the analysis leaves it out (docs/analysis.md).
+constexpr uint64_t kStallNs = 100000000;  // 100 ms
 constexpr uint64_t kCoolOffNs = 10000000;  // 10 ms of paying debts between experiments
 constexpr uint32_t kDrainsPerPeriod = 20;   // sampling-only: a new random period every ~100 ms
 constexpr uint64_t kPeriodsPerTurn = 10;    // sampling-only: mean turn of a CPU's event, in mean periods,
@@ -151,6 +155,26 @@ bool Profiler::wait_final(uint64_t timeout_ns) {
 
 void Profiler::wait_slice(uint64_t ns) {
   if (!stopping()) futex_wait(&stop_word_, 0, ns);
+}
+
+void Profiler::wait_and_drain(uint64_t ns) {
+  const uint64_t w0 = now_mono(), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  wait_slice(ns);
+  drain();
+  // The time this took beyond the sleep asked for and the thread's own
+  // CPU time. Waiting for a CPU (a busy machine, a container's CPU quota
+  // spent) is in it, and is time the program's threads competed for too:
+  // schedstat's run delay tells it. What is left is a stall: a stopped
+  // process (Ctrl-Z, SIGSTOP, a debugger, a frozen cgroup) or a paused
+  // virtual machine, where no thread of the program ran. (Or a drain that
+  // blocked on a disk read that long: the experiment is lost, not misread.)
+  const uint64_t took = now_mono() - w0, cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+  const uint64_t idle = took > cpu + ns ? took - cpu - ns : 0;
+  if (idle < kStallNs) return;
+  const uint64_t delay = schedstat_wait_ns();
+  const uint64_t waited = delay > run_delay_ns_ ? delay - run_delay_ns_ : 0;
+  run_delay_ns_ = delay;
+  if (idle > waited + kStallNs) stall_ns_ = std::max(stall_ns_, idle - waited);
 }
 
 const Line* Profiler::line_of(uintptr_t pc) {
@@ -548,6 +572,8 @@ void Profiler::run_one_experiment(const Target* target, const std::vector<AddrRa
   s.epoch.fetch_add(1, std::memory_order_acq_rel);
   s.paying.store(true, std::memory_order_release);
   s.selected.store(set, std::memory_order_release);
+  stall_ns_ = 0;
+  run_delay_ns_ = schedstat_wait_ns();
   uint64_t t0 = now_mono();
 
   bool end_to_end = config_.end_to_end;
@@ -568,20 +594,21 @@ void Profiler::run_one_experiment(const Target* target, const std::vector<AddrRa
     s.selected_samples.store(0);
     s.selected_ns.store(0);
     s.selected_blocked_ns.store(0);
+    stall_ns_ = 0;  // (a stall while waiting for the visit is outside the window)
+    run_delay_ns_ = schedstat_wait_ns();
     t0 = now_mono();
   }
-  while (!stopping()) {
+  while (!stopping() && !stall_ns_) {
     uint64_t elapsed = now_mono() - t0;
     if (!end_to_end && elapsed >= length_ns_) break;
-    wait_slice(end_to_end ? kSliceNs : std::min(kSliceNs, length_ns_ - elapsed));
-    drain();
+    wait_and_drain(end_to_end ? kSliceNs : std::min(kSliceNs, length_ns_ - elapsed));
     // Stacks are flushed between experiments: symbolizing them can take
     // hundreds of milliseconds, which would lengthen this one (measured: a
     // 50 ms experiment lasted up to 1.2 s on a loaded machine). An
     // end-to-end run is one experiment: its stacks are flushed as it goes.
     if (end_to_end) maybe_flush_stacks();
   }
-  if (ref && !stopping())
+  if (ref && !stopping() && !stall_ns_)
     aligned = await_visit(ref, __atomic_load_n(&ref->count, __ATOMIC_RELAXED), poll_ns, timeout_ns) && aligned;
 
   uint64_t t1 = now_mono();
@@ -600,6 +627,7 @@ void Profiler::run_one_experiment(const Target* target, const std::vector<AddrRa
   r.selected_ns = s.selected_ns.load();
   r.selected_blocked_ns = s.selected_blocked_ns.load();
   r.partial = stopping();
+  r.stalled_ns = stall_ns_;
   r.progress = ProgressRegistry::deltas(before, after);
   if (aligned) r.aligned = align_.name;
   if (end_to_end) {
@@ -615,6 +643,7 @@ void Profiler::run_one_experiment(const Target* target, const std::vector<AddrRa
             r.selected.c_str(), speedup, static_cast<unsigned long>(r.wall_ns / 1000000),
             static_cast<unsigned long>(r.selected_samples));
 
+  if (r.stalled_ns) return;  // its visits say nothing of the program's pace
   bool any = false;
   uint64_t min_visits = least_visits(r.progress, experiments_, &point_last_seen_, &any);
   length_ns_ = adapt_length(length_ns_, config_.experiment_length_ns, min_visits, any);
@@ -623,12 +652,15 @@ void Profiler::run_one_experiment(const Target* target, const std::vector<AddrRa
 
 bool Profiler::await_visit(const coz_counter_layout* counter, uint64_t from, uint64_t poll_ns, uint64_t timeout_ns) {
   uint64_t start = now_mono();
-  while (!stopping()) {
+  while (!stopping() && !stall_ns_) {
     if (__atomic_load_n(&counter->count, __ATOMIC_RELAXED) != from) return true;
     uint64_t now = now_mono();
     if (now - start >= timeout_ns) return false;
-    if (now - drain_ns_ >= kSliceNs) drain();
-    wait_slice(poll_ns);
+    if (now - drain_ns_ >= kSliceNs) {
+      wait_and_drain(poll_ns);
+    } else {
+      wait_slice(poll_ns);
+    }
   }
   return false;
 }

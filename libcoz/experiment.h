@@ -208,7 +208,11 @@ class Profiler {
 
 
  private:
-  void wait_slice(uint64_t ns);
+  void wait_slice(uint64_t ns);  // sleeps `ns` (less if stopping)
+  // wait_slice, then drain(). Time beyond both that the profiler thread's
+  // own wait for a CPU does not explain is a stall of the whole process:
+  // the experiment's longest is kept in stall_ns_.
+  void wait_and_drain(uint64_t ns);
   bool stopping() const { return stop_word_.load(std::memory_order_acquire) != 0; }
   void run_one_experiment(const Target* target, const std::vector<AddrRange>& ranges, int speedup);
   // Adds a sample's candidates to the pools, weighted by the sample's time
@@ -321,6 +325,8 @@ class Profiler {
   const Target* fixed_ = nullptr;
   std::vector<AddrRange> fixed_ranges_;
   uint64_t length_ns_;
+  uint64_t stall_ns_ = 0;       // the experiment's longest stall (wait_slice)
+  uint64_t run_delay_ns_ = 0;   // the profiler thread's schedstat wait at the last look
   uint64_t total_delay_ns_ = 0;
   uint64_t start_mono_ = 0;
   uint64_t experiments_ = 0;

@@ -259,6 +259,7 @@ std::string ProfileWriter::format_experiment(const ExperimentRecord& r) const {
         ",\"selected_ns\":" + std::to_string(r.selected_ns) +
         (r.selected_blocked_ns ? ",\"selected_blocked_ns\":" + std::to_string(r.selected_blocked_ns) : std::string()) +
         ",\"partial\":" + (r.partial ? "true" : "false") +
+        (r.stalled_ns ? ",\"stalled_ns\":" + std::to_string(r.stalled_ns) : std::string()) +
         (r.aligned.empty() ? std::string() : ",\"aligned\":" + json_string(r.aligned)) + ",\"progress\":[";
   for (size_t i = 0; i < r.progress.size(); i++) {
     const PointDelta& p = r.progress[i];

@@ -316,23 +316,6 @@ void drain_after_held_pause(ThreadState* t) {
   t->wake_fits = fits;
 }
 
-// [sig] The thread's total time runnable but waiting for a CPU
-// (/proc/thread-self/schedstat, second field, in ns); 0 if unreadable.
-uint64_t schedstat_wait_ns() {
-  int fd = static_cast<int>(sys(SYS_open, "/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC));
-  if (fd < 0) return 0;
-  char buf[96];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = 0;
-  const char* p = buf;
-  while (*p && *p != ' ') p++;  // run time
-  uint64_t v = 0;
-  for (p++; *p >= '0' && *p <= '9'; p++) v = v * 10 + static_cast<uint64_t>(*p - '0');
-  return v;
-}
-
 // [sig] Timer sampler: the sample is the interrupted context itself, and
 // stands for every period that elapsed since the previous one (the timer's
 // overruns: with coarse ticks, one signal can cover several periods).
@@ -365,6 +348,23 @@ uint64_t draw_period(uint64_t* state, uint64_t mean) {
 }
 
 int sample_signal() { return SIGRTMAX - 3; }
+
+// [sig] The thread's total time runnable but waiting for a CPU
+// (/proc/thread-self/schedstat, second field, in ns); 0 if unreadable.
+uint64_t schedstat_wait_ns() {
+  int fd = static_cast<int>(sys(SYS_open, "/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC));
+  if (fd < 0) return 0;
+  char buf[96];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char* p = buf;
+  while (*p && *p != ' ') p++;  // run time
+  uint64_t v = 0;
+  for (p++; *p >= '0' && *p <= '9'; p++) v = v * 10 + static_cast<uint64_t>(*p - '0');
+  return v;
+}
 
 uint64_t sample_period_ns() { return g_settings.period_ns; }
 

@@ -55,6 +55,9 @@ struct SamplerSettings {
 void sampler_configure(const SamplerSettings& s);
 // The mean sampling period (also the time one blocked sample stands for).
 uint64_t sample_period_ns();
+// [sig] The calling thread's total time runnable but waiting for a CPU
+// (/proc/thread-self/schedstat, second field, in ns); 0 if unreadable.
+uint64_t schedstat_wait_ns();
 
 enum class SamplerKind { kNone, kPerfEvent, kTimer };
 

@@ -88,6 +88,13 @@ def analyze(profile, phase_correction=True, progress_point=None, min_points=DEFA
         warnings.append(f"{n} experiment{'s' if n != 1 else ''} without a positive effective "
                         f"duration {'were' if n != 1 else 'was'} left out (the delay inserted "
                         "exceeded the wall time)")
+    if partial["stalled"]:
+        n = partial["stalled"]
+        warnings.append(f"{n} experiment{'s' if n != 1 else ''} {'were' if n != 1 else 'was'} left out: "
+                        "the whole process stood still during "
+                        f"{'them' if n != 1 else 'it'} for 0.1 s or more (stopped with Ctrl-Z or "
+                        "SIGSTOP, held by a debugger, a frozen container or a paused virtual machine), "
+                        "which no speedup explains")
     if stats["lost_records"]:
         warnings.append(f"the kernel lost {stats['lost_records']} sample records; "
                         "results may be less precise (try a longer --sample-period)")
@@ -118,8 +125,9 @@ def analyze(profile, phase_correction=True, progress_point=None, min_points=DEFA
         "thread_groups": thread_groups(threads),
         "summary": {
             "runs": len(profile.runs),
-            "experiments": len(usable) + partial["excluded"] + partial["negative"],
+            "experiments": len(usable) + partial["excluded"] + partial["negative"] + partial["stalled"],
             "partial_experiments": partial["total"],
+            "stalled_experiments": partial["stalled"],
             "lost_records": stats["lost_records"],
             "dropped_samples": stats["dropped_samples"],
             "runtime_ns": runtime_ns,
@@ -136,12 +144,15 @@ def analyze(profile, phase_correction=True, progress_point=None, min_points=DEFA
 
 def _usable_experiments(profile):
     usable = []
-    partial = {"total": 0, "excluded": 0, "negative": 0}
+    partial = {"total": 0, "excluded": 0, "negative": 0, "stalled": 0}
     for run in profile.runs:
         e2e = run.end_to_end
         for e in run.experiments:
             if e.duration_ns <= 0:
                 partial["negative"] += 1
+                continue
+            if e.stalled_ns:
+                partial["stalled"] += 1
                 continue
             if e.partial:
                 partial["total"] += 1

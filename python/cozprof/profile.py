@@ -73,11 +73,11 @@ class Experiment:
 
     __slots__ = ("selected", "speedup", "duration_ns", "wall_ns", "delay_ns",
                  "selected_samples", "partial", "progress", "run", "seq", "unit",
-                 "selected_blocked_ns")
+                 "selected_blocked_ns", "stalled_ns")
 
     def __init__(self, selected, speedup, duration_ns, selected_samples=0, partial=False,
                  wall_ns=None, delay_ns=None, progress=None, run=None, unit=LINE,
-                 selected_blocked_ns=0):
+                 selected_blocked_ns=0, stalled_ns=0):
         self.selected = selected
         self.unit = unit                              # "line", "function" or "callsite"
         self.selected_blocked_ns = selected_blocked_ns  # waits of the unit sped up in it
@@ -87,6 +87,7 @@ class Experiment:
         self.delay_ns = delay_ns
         self.selected_samples = selected_samples
         self.partial = partial
+        self.stalled_ns = stalled_ns  # the whole process stood still this long in it: left out
         self.progress = progress if progress is not None else []
         self.run = run
         self.seq = next(_SEQ)  # experiments made later sort later (the timeline of drift)
@@ -734,7 +735,7 @@ class _Parser:
         e = Experiment(_str(rec["selected"]), _speedup(rec["speedup"]), duration,
                        _int(rec.get("selected_samples", 0)), bool(rec.get("partial", False)),
                        rec.get("wall_ns"), rec.get("delay_ns"), progress, self._current("json"),
-                       unit, _int(rec.get("selected_blocked_ns", 0)))
+                       unit, _int(rec.get("selected_blocked_ns", 0)), _int(rec.get("stalled_ns", 0)))
         e.run.experiments.append(e)
         self.last_experiment = None
         for kind in unknown or ():

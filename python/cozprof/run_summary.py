@@ -203,7 +203,7 @@ def usable_experiments_of(found):
 def curves(runs):
     """{(unit, line, point): [experiment]}: the curves the analysis draws and the
     experiments that enter each, by its rule: usable experiments (positive
-    duration; not cut short by the program's end, unless the run is
+    duration; no stall; not cut short by the program's end, unless the run is
     end-to-end), a 0% baseline whose progress advanced, enough distinct
     speedups with progress (MIN_POINTS, or FIXED_SPEEDUP_MIN_POINTS when every
     experiment comes from --fixed-speedup runs), and only the experiments at
@@ -216,7 +216,7 @@ def curves(runs):
     for run in runs:
         e2e = run.end_to_end
         for e in run.experiments:
-            if e.duration_ns <= 0 or (e.partial and not e2e):
+            if e.duration_ns <= 0 or e.stalled_ns or (e.partial and not e2e):
                 continue
             seen = set()
             for p in e.progress:

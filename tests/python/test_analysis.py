@@ -71,12 +71,31 @@ def test_omitted_partial_and_summary():
                              "reason": "too-few-speedups",
                              "detail": "2 distinct speedups, 3 needed"}]
     assert r["summary"] == {"runs": 1, "experiments": 7, "partial_experiments": 1,
-                            "lost_records": 0, "dropped_samples": 0,
+                            "stalled_experiments": 0, "lost_records": 0, "dropped_samples": 0,
                             "runtime_ns": 10 * 10**9, "runs_left_out": 0, "cpu_wait_share": None}
     assert r["progress_points"] == [{"name": "work", "kind": "throughput", "experiments": 6}]
     assert r["warnings"] == ["/lib/libfoo.so has no debug information"]
     assert r["diagnosis"] is None
     json.dumps(r, allow_nan=False)  # strict JSON
+
+
+def test_an_experiment_across_a_stall_is_left_out_and_said(tmp_path):
+    # The runtime marks an experiment during which the whole process stood
+    # still (`stalled_ns`): it is analysed as if it were not there, and said.
+    with open(os.path.join(FIXTURES, "throughput.coz")) as f:
+        recs = [json.loads(line) for line in f if line.strip()]
+    at = next(i for i, r in enumerate(recs) if r["type"] == "experiment" and r["speedup"] > 0
+              and not r.get("partial"))
+    marked, without = tmp_path / "marked.coz", tmp_path / "without.coz"
+    marked.write_text("".join(json.dumps(dict(r, stalled_ns=700_000_000) if i == at else r) + "\n"
+                              for i, r in enumerate(recs)))
+    without.write_text("".join(json.dumps(r) + "\n" for i, r in enumerate(recs) if i != at))
+    m, w = run([str(marked)]), run([str(without)])
+    assert m["lines"] == w["lines"] and m["omitted"] == w["omitted"]
+    assert m["summary"]["experiments"] == w["summary"]["experiments"] + 1 == 7
+    assert (m["summary"]["stalled_experiments"], w["summary"]["stalled_experiments"]) == (1, 0)
+    assert m["warnings"][-1].startswith("1 experiment was left out: the whole process stood still during it")
+    assert len(m["warnings"]) == len(w["warnings"]) + 1
 
 
 def test_min_points_option():

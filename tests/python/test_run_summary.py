@@ -57,7 +57,8 @@ def test_the_summary_reads_the_same_without_the_records_it_skips(path):
 
 def random_runs(rng):
     """Runs in every mode, with the cases the rule turns on: no baseline, no progress at
-    some speedups, partial experiments, latency points with and without in-flight counts."""
+    some speedups, partial experiments, experiments across a stall of the
+    process, latency points with and without in-flight counts."""
     runs = []
     for index in range(rng.randint(1, 3)):
         mode = rng.choice(["causal", "fixed-line", "end-to-end"])
@@ -74,7 +75,8 @@ def random_runs(rng):
                     difference=rng.choice([None, 0, 1, 2, 2, -1])))
             run.experiments.append(profile.Experiment(
                 rng.choice(["/a.c:1", "/a.c:2", "/b.c:7"]), speedup, rng.choice([0, 10**8, 3 * 10**8]),
-                partial=rng.random() < 0.1, progress=progress, run=run, selected_samples=rng.randint(0, 9)))
+                partial=rng.random() < 0.1, progress=progress, run=run, selected_samples=rng.randint(0, 9),
+                stalled_ns=rng.choice([0] * 9 + [2 * 10**8])))
         runs.append(run)
     return runs
 
