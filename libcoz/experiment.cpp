@@ -598,7 +598,8 @@ void Profiler::run_one_experiment(const Target* target, const std::vector<AddrRa
     run_delay_ns_ = schedstat_wait_ns();
     t0 = now_mono();
   }
-  while (!stopping() && !stall_ns_) {
+  // (An end-to-end run's one experiment goes on to the end, marked.)
+  while (!stopping() && (!stall_ns_ || end_to_end)) {
     uint64_t elapsed = now_mono() - t0;
     if (!end_to_end && elapsed >= length_ns_) break;
     wait_and_drain(end_to_end ? kSliceNs : std::min(kSliceNs, length_ns_ - elapsed));

@@ -626,7 +626,7 @@ def test_an_experiment_across_a_stop_of_the_process_is_left_out(build, tmp_path)
     out = tmp_path / "s.coz"
     r = coz_run(["-o", str(out), "--experiment-length", "100ms"], [exe, "800", "500"])
     assert r.returncode == 0, r.stderr.decode()
-    stopped_ns = int(r.stdout.split(b"stopped_ns=")[1])
+    stopped_ns = int(r.stdout.split(b"stopped_ns=")[1].split()[0])
     assert stopped_ns >= 500_000_000
     exps = [x for x in records(out) if x["type"] == "experiment"]
     walls = [(x["wall_ns"], x.get("stalled_ns")) for x in exps]
@@ -648,3 +648,21 @@ def test_an_experiment_across_a_stop_of_the_process_is_left_out(build, tmp_path)
     assert result["summary"]["experiments"] == len(exps)
     if stalled:
         assert any("1 experiment was left out: the whole process stood still" in w for w in result["warnings"])
+
+
+def test_an_end_to_end_run_across_a_stop_is_marked_and_profiled_to_its_end(build, tmp_path):
+    # The one experiment of an end-to-end run is not ended at the stall (the
+    # profiler would have written its final records with the program still
+    # running): it goes on to the end, marked, and the analysis leaves it out.
+    exe = build("stop_cont")
+    out = tmp_path / "e.coz"
+    r = coz_run(["-o", str(out), "--end-to-end"], [exe, "300", "400"])
+    assert r.returncode == 0, r.stderr.decode()
+    cpu_ms = int(r.stdout.split(b"cpu_ms=")[1])
+    recs = records(out)
+    exps = [x for x in recs if x["type"] == "experiment"]
+    assert len(exps) == 1 and exps[0]["stalled_ns"] >= 200_000_000, exps
+    assert recs[-1]["type"] == "shutdown" and recs[-1]["reason"] == "exit"
+    assert [x["type"] for x in recs].count("shutdown") == 1
+    # One sample per millisecond of CPU time, the work after the stop included.
+    assert recs[-1]["samples"] > 0.8 * cpu_ms, (recs[-1], cpu_ms)

@@ -3,8 +3,9 @@
  * sends it SIGCONT after STOP_MS milliseconds, raises SIGSTOP, and works MS
  * milliseconds more. The helper is a child that only sleeps and signals.
  * Usage: stop_cont MS STOP_MS
- * Prints the wall time it stood still, as it measured it around the stop:
- *   stop_cont stopped_ns=N */
+ * Prints the wall time it stood still, as it measured it around the stop,
+ * and the CPU time it used:
+ *   stop_cont stopped_ns=N cpu_ms=N */
 #include <coz.h>
 #include <signal.h>
 #include <stdio.h>
@@ -46,6 +47,8 @@ int main(int argc, char** argv) {
   unsigned long long stopped = now_ns() - before;
   waitpid(helper, 0, 0);
   work(ms);
-  printf("stop_cont stopped_ns=%llu\n", stopped);
+  struct timespec cpu;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+  printf("stop_cont stopped_ns=%llu cpu_ms=%lld\n", stopped, (long long)cpu.tv_sec * 1000 + cpu.tv_nsec / 1000000);
   return 0;
 }
