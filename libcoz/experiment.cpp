@@ -157,10 +157,11 @@ void Profiler::wait_slice(uint64_t ns) {
   if (!stopping()) futex_wait(&stop_word_, 0, ns);
 }
 
-void Profiler::wait_and_drain(uint64_t ns) {
-  const uint64_t w0 = now_mono(), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+void Profiler::wait_and_drain(uint64_t ns, bool drain_too) {
+  // (Without a drain the thread's CPU time is a few microseconds: not read.)
+  const uint64_t w0 = now_mono(), c0 = drain_too ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
   wait_slice(ns);
-  drain();
+  if (drain_too) drain();
   // The time this took beyond the sleep asked for and the thread's own
   // CPU time. Waiting for a CPU (a busy machine, a container's CPU quota
   // spent) is in it, and is time the program's threads competed for too:
@@ -168,7 +169,7 @@ void Profiler::wait_and_drain(uint64_t ns) {
   // process (Ctrl-Z, SIGSTOP, a debugger, a frozen cgroup) or a paused
   // virtual machine, where no thread of the program ran. (Or a drain that
   // blocked on a disk read that long: the experiment is lost, not misread.)
-  const uint64_t took = now_mono() - w0, cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+  const uint64_t took = now_mono() - w0, cpu = drain_too ? clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0 : 0;
   const uint64_t idle = took > cpu + ns ? took - cpu - ns : 0;
   if (idle < kStallNs) return;
   const uint64_t delay = schedstat_wait_ns();
@@ -657,11 +658,7 @@ bool Profiler::await_visit(const coz_counter_layout* counter, uint64_t from, uin
     if (__atomic_load_n(&counter->count, __ATOMIC_RELAXED) != from) return true;
     uint64_t now = now_mono();
     if (now - start >= timeout_ns) return false;
-    if (now - drain_ns_ >= kSliceNs) {
-      wait_and_drain(poll_ns);
-    } else {
-      wait_slice(poll_ns);
-    }
+    wait_and_drain(poll_ns, now - drain_ns_ >= kSliceNs);
   }
   return false;
 }

@@ -209,10 +209,10 @@ class Profiler {
 
  private:
   void wait_slice(uint64_t ns);  // sleeps `ns` (less if stopping)
-  // wait_slice, then drain(). Time beyond both that the profiler thread's
-  // own wait for a CPU does not explain is a stall of the whole process:
-  // the experiment's longest is kept in stall_ns_.
-  void wait_and_drain(uint64_t ns);
+  // wait_slice, then drain() (if `drain_too`). Time beyond both that the
+  // profiler thread's own wait for a CPU does not explain is a stall of the
+  // whole process: the experiment's longest is kept in stall_ns_.
+  void wait_and_drain(uint64_t ns, bool drain_too = true);
   bool stopping() const { return stop_word_.load(std::memory_order_acquire) != 0; }
   void run_one_experiment(const Target* target, const std::vector<AddrRange>& ranges, int speedup);
   // Adds a sample's candidates to the pools, weighted by the sample's time
