@@ -630,6 +630,7 @@ void Profiler::run_one_experiment(const Target* target, const std::vector<AddrRa
   r.selected_blocked_ns = s.selected_blocked_ns.load();
   r.partial = stopping();
   r.stalled_ns = stall_ns_;
+  stalled_total_ns_ += stall_ns_;
   r.progress = ProgressRegistry::deltas(before, after);
   if (aligned) r.aligned = align_.name;
   if (end_to_end) {
@@ -730,9 +731,11 @@ void Profiler::write_periodic() {
   targets_.take_counts(&rec);
   writer_->samples(rec);
   out_of_scope_written_ = out_of_scope_;
+  // Neither the delays nor the stalls measured in experiments (in which no
+  // thread ran) are time the program could use: the phase correction's T.
   uint64_t elapsed = now_mono() - start_mono_;
-  uint64_t delay = shared().global_delay.load();
-  writer_->runtime(elapsed > delay ? elapsed - delay : 0);
+  uint64_t lost = shared().global_delay.load() + stalled_total_ns_;
+  writer_->runtime(elapsed > lost ? elapsed - lost : 0);
 }
 
 void Profiler::write_final() {

@@ -325,7 +325,8 @@ class Profiler {
   const Target* fixed_ = nullptr;
   std::vector<AddrRange> fixed_ranges_;
   uint64_t length_ns_;
-  uint64_t stall_ns_ = 0;       // the experiment's longest stall (wait_slice)
+  uint64_t stall_ns_ = 0;       // the experiment's longest stall (wait_and_drain)
+  uint64_t stalled_total_ns_ = 0;  // the run's, summed over experiments
   uint64_t run_delay_ns_ = 0;   // the profiler thread's schedstat wait at the last look
   uint64_t total_delay_ns_ = 0;
   uint64_t start_mono_ = 0;

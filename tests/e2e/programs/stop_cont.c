@@ -4,8 +4,8 @@
  * milliseconds more. The helper is a child that only sleeps and signals.
  * Usage: stop_cont MS STOP_MS
  * Prints the wall time it stood still, as it measured it around the stop,
- * and the CPU time it used:
- *   stop_cont stopped_ns=N cpu_ms=N */
+ * the CPU time it used, and the wall time of main:
+ *   stop_cont stopped_ns=N cpu_ms=N wall_ns=N */
 #include <coz.h>
 #include <signal.h>
 #include <stdio.h>
@@ -33,6 +33,7 @@ static void work(unsigned long long ms) {
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
   unsigned long long ms = strtoull(argv[1], 0, 10), stop_ms = strtoull(argv[2], 0, 10);
+  unsigned long long start = now_ns();
   work(ms);
   pid_t parent = getpid();
   pid_t helper = fork();
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
   work(ms);
   struct timespec cpu;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
-  printf("stop_cont stopped_ns=%llu cpu_ms=%lld\n", stopped, (long long)cpu.tv_sec * 1000 + cpu.tv_nsec / 1000000);
+  printf("stop_cont stopped_ns=%llu cpu_ms=%lld wall_ns=%llu\n", stopped,
+         (long long)cpu.tv_sec * 1000 + cpu.tv_nsec / 1000000, now_ns() - start);
   return 0;
 }
