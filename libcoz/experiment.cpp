@@ -29,9 +29,10 @@ namespace coz {
 namespace {
 
 constexpr uint64_t kSliceNs = 10000000;    // 10 ms: how often samples are drained
-// A stall: the profiler thread woke this much later than asked, beyond its
-// own wait for a CPU (wait_slice). The experiment in progress ends there and
-// is written with `stalled_ns`; the analysis leaves it out (docs/analysis.md).
+// A stall: a look of the profiler thread took this much longer than its
+// sleep and its CPU time, beyond its own wait for a CPU (wait_and_drain). The
+// experiment in progress ends there and is written with `stalled_ns`; the
+// analysis leaves it out (docs/analysis.md).
 constexpr uint64_t kStallNs = 100000000;  // 100 ms
 constexpr uint64_t kCoolOffNs = 10000000;  // 10 ms of paying debts between experiments
 constexpr uint32_t kDrainsPerPeriod = 20;   // sampling-only: a new random period every ~100 ms
@@ -175,7 +176,7 @@ void Profiler::wait_and_drain(uint64_t ns, bool drain_too) {
   const uint64_t delay = schedstat_wait_ns();
   const uint64_t waited = delay > run_delay_ns_ ? delay - run_delay_ns_ : 0;
   run_delay_ns_ = delay;
-  if (idle > waited + kStallNs) stall_ns_ = std::max(stall_ns_, idle - waited);
+  if (idle > waited + kStallNs) stall_ns_ += idle - waited;
 }
 
 const Line* Profiler::line_of(uintptr_t pc) {

@@ -211,7 +211,7 @@ class Profiler {
   void wait_slice(uint64_t ns);  // sleeps `ns` (less if stopping)
   // wait_slice, then drain() (if `drain_too`). Time beyond both that the
   // profiler thread's own wait for a CPU does not explain is a stall of the
-  // whole process: the experiment's longest is kept in stall_ns_.
+  // whole process: added to stall_ns_.
   void wait_and_drain(uint64_t ns, bool drain_too = true);
   bool stopping() const { return stop_word_.load(std::memory_order_acquire) != 0; }
   void run_one_experiment(const Target* target, const std::vector<AddrRange>& ranges, int speedup);
@@ -325,7 +325,7 @@ class Profiler {
   const Target* fixed_ = nullptr;
   std::vector<AddrRange> fixed_ranges_;
   uint64_t length_ns_;
-  uint64_t stall_ns_ = 0;       // the experiment's longest stall (wait_and_drain)
+  uint64_t stall_ns_ = 0;       // the experiment's stalls, summed (wait_and_drain)
   uint64_t stalled_total_ns_ = 0;  // the run's, summed over experiments
   uint64_t run_delay_ns_ = 0;   // the profiler thread's schedstat wait at the last look
   uint64_t total_delay_ns_ = 0;
