@@ -633,8 +633,8 @@ def test_an_experiment_across_a_stop_of_the_process_is_left_out(build, tmp_path)
     # The one across the stop is marked: the profiler thread's sleep overran
     # by the stop, less its own wait for a CPU (its run delay, which other
     # work or a container's spent quota makes, and which no stop explains).
-    # No other is: measured beside four busy loops, none marked in 190
-    # experiments; throttled to 0.2 CPU by a cgroup quota, none in 31. (The
+    # No other is: measured beside four busy loops, none marked in 194
+    # experiments; throttled to 0.2 CPU by a cgroup quota, none in 40. (The
     # stop may also fall between two experiments, while the stacks are
     # symbolized on a busy machine: then none is marked, and none lasted it.)
     stalled = [x for x in exps if "stalled_ns" in x]
