@@ -565,17 +565,22 @@ void Profiler::run_one_experiment(const Target* target, const std::vector<AddrRa
   s.selected_any_frame.store(target->unit == Unit::kCallsite, std::memory_order_relaxed);
   ProgressTotals before = progress().totals();
   s.speedup_pct.store(static_cast<uint32_t>(speedup));
-  s.selected_samples.store(0);
-  s.selected_ns.store(0);
-  s.selected_blocked_ns.store(0);
+  // What the measured window counts from its start: the selected unit's
+  // samples and waits, and the stalls of the process.
+  auto open_window = [&] {
+    s.selected_samples.store(0);
+    s.selected_ns.store(0);
+    s.selected_blocked_ns.store(0);
+    stall_ns_ = 0;
+    run_delay_ns_ = schedstat_wait_ns();
+  };
+  open_window();
   s.experiment_start_ns.store(now_mono());
   uint64_t g0 = s.global_delay.load();
   s.epoch_start_global.store(g0, std::memory_order_relaxed);
   s.epoch.fetch_add(1, std::memory_order_acq_rel);
   s.paying.store(true, std::memory_order_release);
   s.selected.store(set, std::memory_order_release);
-  stall_ns_ = 0;
-  run_delay_ns_ = schedstat_wait_ns();
   uint64_t t0 = now_mono();
 
   bool end_to_end = config_.end_to_end;
@@ -593,11 +598,7 @@ void Profiler::run_one_experiment(const Target* target, const std::vector<AddrRa
     // Measured from here, at a visit (or, without one, from here: no visit was missed).
     before = progress().totals();
     g0 = s.global_delay.load();
-    s.selected_samples.store(0);
-    s.selected_ns.store(0);
-    s.selected_blocked_ns.store(0);
-    stall_ns_ = 0;  // (a stall while waiting for the visit is outside the window)
-    run_delay_ns_ = schedstat_wait_ns();
+    open_window();  // (a stall while waiting for the visit is outside it)
     t0 = now_mono();
   }
   // (An end-to-end run's one experiment goes on to the end, marked.)

@@ -53,7 +53,7 @@ struct ExperimentRecord {
   uint64_t selected_samples = 0;
   uint64_t selected_ns = 0;
   uint64_t selected_blocked_ns = 0;
-  uint64_t stalled_ns = 0;  // the process stood still this long in it (Profiler::wait_slice): left out
+  uint64_t stalled_ns = 0;  // the process stood still this long in it (Profiler::wait_and_drain): left out
   bool partial = false;
   std::string aligned;  // the point whose visits began and ended the window, if any
   std::vector<PointDelta> progress;

@@ -260,25 +260,19 @@ void scan_objects() {
 
 // --- signals ----------------------------------------------------------------
 
-bool is_crash_signal(int sig) {
-  for (int s : kCrashSignals)
+template <size_t N>
+bool among(const int (&signals)[N], int sig) {
+  for (int s : signals)
     if (s == sig) return true;
   return false;
 }
 
-bool is_fault_signal(int sig) {
-  for (int s : kFaultSignals)
-    if (s == sig) return true;
-  return false;
-}
+bool is_crash_signal(int sig) { return among(kCrashSignals, sig); }
+bool is_fault_signal(int sig) { return among(kFaultSignals, sig); }
 
 // The signals whose default action ends the process and that the runtime
 // catches, while the program leaves them at it, to write the final records.
-bool is_final_signal(int sig) {
-  for (int s : kTerminateSignals)
-    if (s == sig) return true;
-  return is_crash_signal(sig);
-}
+bool is_final_signal(int sig) { return among(kTerminateSignals, sig) || is_crash_signal(sig); }
 
 const char* signal_name(int sig) {
   switch (sig) {
