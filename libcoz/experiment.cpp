@@ -160,23 +160,66 @@ void Profiler::wait_slice(uint64_t ns) {
 
 void Profiler::wait_and_drain(uint64_t ns, bool drain_too) {
   // (Without a drain the thread's CPU time is a few microseconds: not read.)
-  const uint64_t w0 = now_mono(), c0 = drain_too ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
+  Look look{now_mono(), drain_too ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0, 0};
   wait_slice(ns);
   if (drain_too) drain();
-  // The time this took beyond the sleep asked for and the thread's own
+  note_stall(look, ns, drain_too);
+}
+
+void Profiler::note_stall(const Look& look, uint64_t slept_ns, bool cpu_read) {
+  // The time this look took beyond the sleep asked for and the thread's own
   // CPU time. Waiting for a CPU (a busy machine, a container's CPU quota
   // spent) is in it, and is time the program's threads competed for too:
   // schedstat's run delay tells it. What is left is a stall: a stopped
   // process (Ctrl-Z, SIGSTOP, a debugger, a frozen cgroup) or a paused
   // virtual machine, where no thread of the program ran. (Or a drain that
   // blocked on a disk read that long: the experiment is lost, not misread.)
-  const uint64_t took = now_mono() - w0, cpu = drain_too ? clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0 : 0;
-  const uint64_t idle = took > cpu + ns ? took - cpu - ns : 0;
+  const uint64_t took = now_mono() - look.wall, cpu = cpu_read ? clock_ns(CLOCK_THREAD_CPUTIME_ID) - look.cpu : 0;
+  const uint64_t idle = took > cpu + slept_ns ? took - cpu - slept_ns : 0;
   if (idle < kStallNs) return;
   const uint64_t delay = schedstat_wait_ns();
   const uint64_t waited = delay > run_delay_ns_ ? delay - run_delay_ns_ : 0;
   run_delay_ns_ = delay;
   if (idle > waited + kStallNs) stall_ns_ += idle - waited;
+}
+
+// The calling thread's block reads and major faults: a look in which it did
+// any may have waited for a disk, not for a stopped process. (Not its block
+// writes: the kernel counts a page of the profile as written when it is
+// dirtied, not when the thread waits for it.)
+static uint64_t thread_io_ops() {
+  rusage ru;
+  if (getrusage(RUSAGE_THREAD, &ru) != 0) return UINT64_MAX;
+  return static_cast<uint64_t>(ru.ru_majflt + ru.ru_inblock);
+}
+
+Profiler::Look Profiler::begin_look_between() {
+  run_delay_ns_ = schedstat_wait_ns();
+  return Look{now_mono(), clock_ns(CLOCK_THREAD_CPUTIME_ID), thread_io_ops()};
+}
+
+void Profiler::end_look_between(const Look& look, uint64_t slept_ns) {
+  // Outside experiments (the stacks' symbolization, the choice of the next
+  // one, the cool-off, the wait for a first sample): a stall here belongs to
+  // no experiment, but it is no time the program could use either, and is
+  // banked for the phase correction's T. Not if the thread touched a disk:
+  // a long read of debug information is no stop of the process.
+  const uint64_t io = thread_io_ops();
+  if (io == look.io && io != UINT64_MAX) note_stall(look, slept_ns, true);
+}
+
+void Profiler::flush_between() {
+  // A look of its own: the first symbolization reads debug information
+  // from disk, and a look with a disk read is not measured.
+  if (now_mono() - start_mono_ < next_flush_ns_) return;
+  Look look = begin_look_between();
+  maybe_flush_stacks();
+  end_look_between(look, 0);
+}
+
+void Profiler::bank_stall() {
+  stalled_total_ns_ += stall_ns_;
+  stall_ns_ = 0;
 }
 
 const Line* Profiler::line_of(uintptr_t pc) {
@@ -571,7 +614,7 @@ void Profiler::run_one_experiment(const Target* target, const std::vector<AddrRa
     s.selected_samples.store(0);
     s.selected_ns.store(0);
     s.selected_blocked_ns.store(0);
-    stall_ns_ = 0;
+    bank_stall();  // one before the window: left out of T, not of this experiment
     run_delay_ns_ = schedstat_wait_ns();
   };
   open_window();
@@ -632,7 +675,7 @@ void Profiler::run_one_experiment(const Target* target, const std::vector<AddrRa
   r.selected_blocked_ns = s.selected_blocked_ns.load();
   r.partial = stopping();
   r.stalled_ns = stall_ns_;
-  stalled_total_ns_ += stall_ns_;
+  bank_stall();
   r.progress = ProgressRegistry::deltas(before, after);
   if (aligned) r.aligned = align_.name;
   if (end_to_end) {
@@ -742,6 +785,7 @@ void Profiler::write_periodic() {
 
 void Profiler::write_final() {
   drain();
+  bank_stall();  // one since the last experiment
   write_periodic();
   // The threads still alive end with the run.
   uint64_t now = now_mono();
@@ -887,24 +931,29 @@ void Profiler::run() {
   if (config_.sampling_only || config_.locks_only) return run_sampling_only();
   Shared& s = shared();
   while (!stopping()) {
+    Look look = begin_look_between();
     drain();
     const Target* target = fixed_ ? fixed_ : can_choose() ? pick() : nullptr;
     if (!target) {
       wait_slice(kSliceNs);
-      maybe_flush_stacks();
+      end_look_between(look, kSliceNs);
+      flush_between();
       continue;
     }
     std::vector<AddrRange> ranges = fixed_ ? fixed_ranges_ : targets_.ranges(target);
     int speedup = config_.fixed_speedup >= 0 ? config_.fixed_speedup : choose_speedup(static_cast<uint32_t>(rng_()));
     publish_scope();  // ranges_of read every in-scope table: the hit test now sees exactly what is attributed
     experiments_started_++;
+    end_look_between(look, 0);
     run_one_experiment(target, ranges, speedup);
     if (config_.end_to_end || stopping()) break;
     write_periodic();
-    maybe_flush_stacks();
+    flush_between();
     // Cool off: no line selected, threads still pay what they owe.
+    look = begin_look_between();
     wait_slice(kCoolOffNs);
     s.paying.store(false, std::memory_order_release);
+    end_look_between(look, kCoolOffNs);
   }
   s.paying.store(false, std::memory_order_release);
   s.selected.store(nullptr, std::memory_order_release);

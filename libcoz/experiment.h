@@ -213,6 +213,20 @@ class Profiler {
   // profiler thread's own wait for a CPU does not explain is a stall of the
   // whole process: added to stall_ns_.
   void wait_and_drain(uint64_t ns, bool drain_too = true);
+  // A look of the profiler thread: when it began, the thread's CPU clock
+  // then (if read), and its disk operations (looks between experiments).
+  struct Look {
+    uint64_t wall, cpu, io;
+  };
+  // The look's stall, if any (time beyond slept_ns and its CPU time that
+  // its own wait for a CPU does not explain), added to stall_ns_.
+  void note_stall(const Look& look, uint64_t slept_ns, bool cpu_read);
+  // Looks outside experiments: a stall in them is banked for T too, unless
+  // the thread read or wrote a disk meanwhile.
+  Look begin_look_between();
+  void end_look_between(const Look& look, uint64_t slept_ns);
+  void flush_between();  // maybe_flush_stacks, in a look of its own if it flushes
+  void bank_stall();  // stall_ns_ added to stalled_total_ns_, then zeroed
   bool stopping() const { return stop_word_.load(std::memory_order_acquire) != 0; }
   void run_one_experiment(const Target* target, const std::vector<AddrRange>& ranges, int speedup);
   // Adds a sample's candidates to the pools, weighted by the sample's time
@@ -325,8 +339,8 @@ class Profiler {
   const Target* fixed_ = nullptr;
   std::vector<AddrRange> fixed_ranges_;
   uint64_t length_ns_;
-  uint64_t stall_ns_ = 0;       // the experiment's stalls, summed (wait_and_drain)
-  uint64_t stalled_total_ns_ = 0;  // the run's, summed over experiments
+  uint64_t stall_ns_ = 0;       // stalls since the last bank_stall, summed (note_stall)
+  uint64_t stalled_total_ns_ = 0;  // the run's, in experiments and between them
   uint64_t run_delay_ns_ = 0;   // the profiler thread's schedstat wait at the last look
   uint64_t total_delay_ns_ = 0;
   uint64_t start_mono_ = 0;

@@ -617,17 +617,21 @@ def test_the_runtime_has_no_dynamic_static_initializers(libcoz):
     assert initializers == []
 
 
-def test_an_experiment_across_a_stop_of_the_process_is_left_out(build, tmp_path):
+@pytest.mark.parametrize("work_ms, stop_ms", [(800, 500), (10, 400)], ids=["in-experiments", "before-the-first"])
+def test_an_experiment_across_a_stop_of_the_process_is_left_out(build, tmp_path, work_ms, stop_ms):
     # Ctrl-Z, SIGSTOP, a debugger or a frozen container stop every thread:
     # the experiment in progress measured wall time without progress, and
     # read as a slowdown of 668% for a line (found by hand). The runtime ends
     # it at the stop and marks it; the analysis leaves it out and says so.
+    # After 10 ms of work no experiment has started yet (the first waits for
+    # 16 samples): the stop falls between experiments, which no experiment
+    # reads, but which is no usable time either.
     exe = build("stop_cont")
     out = tmp_path / "s.coz"
-    r = coz_run(["-o", str(out), "--experiment-length", "100ms"], [exe, "800", "500"])
+    r = coz_run(["-o", str(out), "--experiment-length", "100ms"], [exe, str(work_ms), str(stop_ms)])
     assert r.returncode == 0, r.stderr.decode()
     stopped_ns = int(r.stdout.split(b"stopped_ns=")[1].split()[0])
-    assert stopped_ns >= 500_000_000
+    assert stopped_ns >= stop_ms * 1_000_000
     exps = [x for x in records(out) if x["type"] == "experiment"]
     walls = [(x["wall_ns"], x.get("stalled_ns")) for x in exps]
     # The one across the stop is marked: the profiler thread's sleep overran
@@ -635,19 +639,20 @@ def test_an_experiment_across_a_stop_of_the_process_is_left_out(build, tmp_path)
     # work or a container's spent quota makes, and which no stop explains).
     # No other is: measured beside four busy loops, none marked in 194
     # experiments; throttled to 0.2 CPU by a cgroup quota, none in 40. (The
-    # stop may also fall between two experiments, while the stacks are
-    # symbolized on a busy machine: then none is marked, and none lasted it.)
+    # stop may also fall between two experiments: then none is marked, and
+    # none lasted it.)
     stalled = [x for x in exps if "stalled_ns" in x]
     assert len(stalled) <= 1 and all(w < stopped_ns for w, s in walls if s is None), walls
     for x in stalled:
         assert stopped_ns / 2 <= x["stalled_ns"] <= stopped_ns + 100_000_000, (walls, stopped_ns)
         assert x["wall_ns"] >= x["stalled_ns"]
-    # The run time of the phase correction (T) leaves the stall out, as it
-    # leaves the delays out: main's wall time less both, give or take the
-    # runtime's start before main and the exit after it.
+    # The run time of the phase correction (T) leaves the stop out, as it
+    # leaves the delays out, wherever the stop fell: main's wall time less
+    # both, give or take the runtime's start before main and the exit after
+    # it.
     wall_ns = int(r.stdout.split(b"wall_ns=")[1])
     runtime_ns = [x for x in records(out) if x["type"] == "runtime"][-1]["time_ns"]
-    usable_ns = wall_ns - sum(x["delay_ns"] for x in exps) - sum(x.get("stalled_ns", 0) for x in exps)
+    usable_ns = wall_ns - sum(x["delay_ns"] for x in exps) - stopped_ns
     assert usable_ns - 200_000_000 <= runtime_ns <= usable_ns + 150_000_000, (runtime_ns, usable_ns, walls)
     from cozprof import analysis
     result = analysis.analyze(load([str(out)]))
@@ -655,6 +660,8 @@ def test_an_experiment_across_a_stop_of_the_process_is_left_out(build, tmp_path)
     assert result["summary"]["experiments"] == len(exps)
     if stalled:
         assert any("1 experiment was left out: the whole process stood still" in w for w in result["warnings"])
+    if work_ms < 16:
+        assert not stalled, walls
 
 
 def test_an_end_to_end_run_across_a_stop_is_marked_and_profiled_to_its_end(build, tmp_path):
