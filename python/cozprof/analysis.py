@@ -95,6 +95,8 @@ def analyze(profile, phase_correction=True, progress_point=None, min_points=DEFA
                         f"{'them' if n != 1 else 'it'} for 0.1 s or more (stopped with Ctrl-Z or "
                         "SIGSTOP, held by a debugger, a frozen container or a paused virtual machine), "
                         "which no speedup explains")
+    if stats["abrupt_runs"]:
+        warnings.append(profile_mod.abrupt_warning(stats["abrupt_runs"], stats["runs"]))
     if stats["lost_records"]:
         warnings.append(f"the kernel lost {stats['lost_records']} sample records; "
                         "results may be less precise (try a longer --sample-period)")

@@ -635,7 +635,8 @@ def run(args):
         status, pid = wait_spawned(spawned.pid, while_running=run_summary.prepare)
     wall_s = time.monotonic() - started
     # Whatever way the program ended: its warnings once, and one summary line.
-    run_summary.print_report(outputs, pid, exit_status=status if status >= 0 else None, wall_s=wall_s)
+    run_summary.print_report(outputs, pid, exit_status=status if status >= 0 else None, wall_s=wall_s,
+                             killed_by=-status if status < 0 else None)
     return pass_status(status)
 
 

@@ -156,6 +156,12 @@ class Run:
         return self.startup.get("mode") or "causal"
 
     @property
+    def abrupt(self):
+        """Whether this runtime's run ended without its final records (SIGKILL,
+        the OOM killer): every signal that ends a process otherwise writes them."""
+        return self.dialect == "json" and self.shutdown is None
+
+    @property
     def fixed_speedup(self):
         return self.startup.get("fixed_speedup")
 
@@ -210,12 +216,13 @@ class Profile:
         return sum(r.runtime_ns for r in self.runs)
 
     def shutdown_stats(self):
-        """Totals of the shutdown records (runs without one count as abrupt)."""
+        """Totals of the shutdown records. Runs of this runtime without one
+        count as abrupt (upstream's formats have no such record)."""
         stats = {"runs": len(self.runs), "abrupt_runs": 0, "samples": 0,
                  "lost_records": 0, "dropped_samples": 0, "experiments": 0}
         for r in self.runs:
             if r.shutdown is None:
-                stats["abrupt_runs"] += 1
+                stats["abrupt_runs"] += r.abrupt
                 continue
             for key in ("samples", "lost_records", "dropped_samples", "experiments"):
                 v = r.shutdown.get(key)
@@ -284,6 +291,19 @@ class Profile:
                 if message not in seen:
                     seen.append(message)
         return seen
+
+
+def abrupt_warning(n, runs, cause="killed by SIGKILL or the out-of-memory killer"):
+    """What `n` runs of `runs` ended without their final records lost."""
+    if n == 1 and runs == 1:
+        who, their = "the run", "its"
+    elif n == 1:
+        who, their = f"1 run of {runs}", "its"
+    else:
+        who, their = f"{n} runs of {runs}", "their"
+    return (f"{who} ended without {their} final records ({cause}): {their} thread table and "
+            f"counters, and the stacks of {their} last second (or last tenth of {their} time), are "
+            "missing; every record written before is kept")
 
 
 def _same_build(a, b):

@@ -375,10 +375,31 @@ def summary_line(figures, files, outputs):
 START_FAILED_STATUS = 125
 
 
-def report(outputs, root_pid, exit_status=None, wall_s=None):
+def abrupt_lines(runs, root_pid, killed_by=None):
+    """A warning when runs ended without their final records (SIGKILL, the
+    OOM killer): what the profile lacks. `killed_by`: the signal that ended
+    the program, when the launcher saw one."""
+    from . import profile as profile_mod
+
+    abrupt = [r for r in runs if r.abrupt]
+    if not abrupt:
+        return []
+    cause = "killed by SIGKILL or the out-of-memory killer"
+    if killed_by and len(abrupt) == 1 and abrupt[0].startup.get("pid") == root_pid:
+        import signal  # (with enum: not before the program, whose start it would delay)
+
+        try:
+            cause = f"killed by {signal.Signals(killed_by).name}"
+        except ValueError:
+            cause = f"killed by signal {killed_by}"
+    return ["coz: warning: " + profile_mod.abrupt_warning(len(abrupt), len(runs), cause)]
+
+
+def report(outputs, root_pid, exit_status=None, wall_s=None, killed_by=None):
     """The lines `coz run` prints after the program: warnings, then one summary
     line (or one line saying why there is none). Never raises. `wall_s`: how
-    long the program ran (seconds), for the rate of usable experiments."""
+    long the program ran (seconds), for the rate of usable experiments;
+    `killed_by`: the signal that ended it, if one did."""
     try:
         main = outputs.main_path(root_pid)
         if is_stream(main):
@@ -407,7 +428,7 @@ def report(outputs, root_pid, exit_status=None, wall_s=None):
     notes = [PREFIX + f"the run ended before writing its final totals; {path} has those of "
                       "its last checkpoint" for path in recovered]
     notes += children_notes(runs)
-    return (warning_lines(runs) + notes
+    return (warning_lines(runs) + abrupt_lines(runs, root_pid, killed_by) + notes
             + [summary_line(summarize(runs, wall_s), [p for p, _ in written], outputs)])
 
 
@@ -447,14 +468,14 @@ def take_checkpoint(path):
     return True
 
 
-def print_report(outputs, root_pid, file=None, exit_status=None, wall_s=None):
+def print_report(outputs, root_pid, file=None, exit_status=None, wall_s=None, killed_by=None):
     """Print `report` to standard error. Nothing here may change the exit status
     of `coz run`: an unexpected failure costs the summary, one line says so."""
     file = sys.stderr if file is None else file
     if file is None:
         return  # started with standard error closed: nowhere to say it
     try:
-        lines = report(outputs, root_pid, exit_status, wall_s)
+        lines = report(outputs, root_pid, exit_status, wall_s, killed_by)
     except Exception as e:  # noqa: BLE001 - a bug must not take the program's status
         lines = [PREFIX + f"cannot summarize this run ({type(e).__name__}: {e})"]
     try:

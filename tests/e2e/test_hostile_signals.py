@@ -148,14 +148,20 @@ def _killed(tmp_path, profiled):
     out = tmp_path / "p.coz"
     proc = _start([exe, "wait"], profiled, out)
     os.kill(ready_pid(proc), signal.SIGKILL)
-    proc.communicate(timeout=30)
-    return proc.returncode, out
+    _, stderr = proc.communicate(timeout=30)
+    return proc.returncode, out, stderr.decode()
 
 
 def test_sigkill_leaves_a_readable_profile(tmp_path):
-    _, out = _killed(tmp_path, True)
+    _, out, stderr = _killed(tmp_path, True)
     recs = _assert_whole_and_readable(out)
     assert recs[-1]["type"] != "shutdown"
+    # `coz run` and `coz report` say what the cut took away
+    assert "coz: warning: the run ended without its final records (killed by SIGKILL): its thread table" in stderr, stderr
+    r = subprocess.run([sys.executable, "-m", "cozprof", "report", str(out)], capture_output=True,
+                       text=True, timeout=120, env=coz_env())
+    assert r.returncode == 0, r.stderr
+    assert "the run ended without its final records (killed by SIGKILL" in r.stdout + r.stderr, r.stdout
 
 
 def test_sigkill_status_passes_through_the_launcher(tmp_path):

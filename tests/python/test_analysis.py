@@ -98,6 +98,24 @@ def test_an_experiment_across_a_stall_is_left_out_and_said(tmp_path):
     assert len(m["warnings"]) == len(w["warnings"]) + 1
 
 
+def test_a_run_cut_before_its_final_records_is_said(tmp_path):
+    # SIGKILL or the OOM killer: no shutdown record, and no thread table,
+    # counters or last stacks. The curves stand; the warning says what is
+    # missing. Upstream's profiles have no shutdown record at all: no warning.
+    with open(os.path.join(FIXTURES, "throughput.coz")) as f:
+        recs = [json.loads(line) for line in f if line.strip()]
+    cut = tmp_path / "cut.coz"
+    cut.write_text("".join(json.dumps(r) + "\n" for r in recs if r["type"] != "shutdown"))
+    c, w = run([str(cut)]), run("throughput.coz")
+    assert c["lines"] == w["lines"]
+    assert [x for x in c["warnings"] if x not in w["warnings"]] == [
+        "the run ended without its final records (killed by SIGKILL or the out-of-memory killer): its "
+        "thread table and counters, and the stacks of its last second (or last tenth of its time), are "
+        "missing; every record written before is kept"]
+    assert not any("final records" in x for x in run("upstream.json.coz")["warnings"])
+    assert not any("final records" in x for x in run("latency.legacy.coz")["warnings"])
+
+
 def test_min_points_option():
     r = run("throughput.coz", min_points=2)
     assert {ln["line"] for ln in r["lines"]} == {"/src/a.c:10", "/src/b.c:20"}

@@ -217,6 +217,25 @@ def test_each_warning_once_with_the_number_of_processes():
     assert run_summary.warning_lines(images) == ["coz: warning: no progress point was reached (in 2 processes)"]
 
 
+def test_runs_without_final_records_are_said_with_what_they_lack():
+    # SIGKILL or the OOM killer: the profile lacks the thread table, the
+    # counters and the last stacks, and nothing else said so.
+    whole, cut = run_with([], 1, {"samples": 5}), run_with([], 1, None)
+    for r, pid in ((whole, 7), (cut, 8)):
+        r.startup["pid"] = pid
+    assert run_summary.abrupt_lines([whole], 7, killed_by=9) == []
+    [line] = run_summary.abrupt_lines([cut], 8, killed_by=9)
+    assert line.startswith("coz: warning: the run ended without its final records (killed by SIGKILL): "
+                           "its thread table and counters"), line
+    # The signal is the program's: a child's cut run is not said to be killed by it.
+    [line] = run_summary.abrupt_lines([whole, cut], 7, killed_by=9)
+    assert line.startswith("coz: warning: 1 run of 2 ended without its final records (killed by SIGKILL "
+                           "or the out-of-memory killer)"), line
+    # Upstream's formats have no shutdown record: nothing was cut.
+    legacy = profile.Run("x.coz", 0, "legacy", {})
+    assert run_summary.abrupt_lines([legacy], 0, killed_by=9) == []
+
+
 def test_summary_line_figures_and_plurals(tmp_path):
     outputs = run_summary.Outputs(str(tmp_path / "p.coz"), follow_children=True)
     runs = [run_with([], 2, {"samples": 700, "lost_records": 1, "dropped_samples": 0}),
