@@ -816,9 +816,10 @@ void Profiler::write_final() {
   r.experiments = experiments_;
   r.period_turns = period_turns_;
   // (--end-to-end: the run's end is its progress point.)
-  // (A daemon's parent ends before the work: the warning "daemon" says where it went.)
+  // (A daemon's parent ends before the work: the warning "daemon" says where it went.
+  // An image replaced by exec hands the process, and its progress, to the next.)
   if (progress().empty() && !config_.sampling_only && !config_.locks_only && !config_.end_to_end &&
-      r.reason != "daemon") {
+      r.reason != "daemon" && r.reason != "exec") {
     std::string msg =
         "no progress point was reached: add COZ_PROGRESS to the program (include <coz.h>), "
         "or give --progress file:line or --end-to-end";

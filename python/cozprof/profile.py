@@ -284,13 +284,49 @@ class Profile:
         return out
 
     def runtime_warnings(self):
-        """Distinct warning messages written by the runtime, in order of appearance."""
+        """Distinct warning messages written by the runtime, in order of appearance
+        (but those that other runs make moot: shown_warnings)."""
         seen = []
-        for r in self.runs:
-            for _code, message in r.warnings:
-                if message not in seen:
-                    seen.append(message)
+        for _run, _code, message in shown_warnings(self.runs):
+            if message not in seen:
+                seen.append(message)
         return seen
+
+
+def reached_progress(runs):
+    """Whether a progress point moved in any experiment of these runs."""
+    return any(p.delta or p.arrivals for r in runs for e in r.experiments for p in e.progress)
+
+
+def run_samples(run):
+    """The samples a run took: its shutdown record's count, else those it wrote."""
+    n = (run.shutdown or {}).get("samples")
+    return n if isinstance(n, int) else sum(run.samples.values()) + run.out_of_scope
+
+
+# A process under this share of the samples of several is no part of the work
+# to profile (a shell that started it, a parent that waits).
+MOOT_DEBUG_INFO_SHARE = 0.01
+
+
+def shown_warnings(runs):
+    """(run, code, message) of the runtime warnings of these runs worth showing:
+    with several processes (--follow-children, files merged), those of the
+    processes that are no part of the work are left out: "no-progress-point"
+    when another run reached one, "no-debug-info" of a run with under 1% of
+    the samples (`coz run --follow-children --- ./start.sh`: the shell)."""
+    reached = reached_progress(runs)
+    counts = [run_samples(r) for r in runs]
+    total = sum(counts)
+    shown = []
+    for r, n in zip(runs, counts):
+        for code, message in r.warnings:
+            if code == "no-progress-point" and reached:
+                continue
+            if code == "no-debug-info" and len(runs) > 1 and n < MOOT_DEBUG_INFO_SHARE * total:
+                continue
+            shown.append((r, code, message))
+    return shown
 
 
 def abrupt_warning(n, runs, cause="killed by SIGKILL or the out-of-memory killer"):

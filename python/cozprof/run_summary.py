@@ -306,12 +306,12 @@ def warning_lines(runs):
     """'coz: warning: ...' lines: each distinct runtime warning once, with the
     number of processes (runs) it came from when more than one; at most
     MAX_WARNINGS_PER_CODE distinct messages of one code, then how many more."""
+    from . import profile as profile_mod
+
     seen = {}  # message -> [code, pids]
-    for r in runs:
+    for r, code, message in profile_mod.shown_warnings(runs):
         # A process counts once per message, however many images it exec'd.
-        pid = _process(r)
-        for code, message in r.warnings:
-            seen.setdefault(message, [code, set()])[1].add(pid)
+        seen.setdefault(message, [code, set()])[1].add(_process(r))
     shown, more = [], {}
     per_code = {}
     for message, (code, pids) in seen.items():

@@ -155,6 +155,11 @@ def test_a_shell_that_runs_the_program_is_told_apart_from_an_idle_program(tmp_pa
     assert_same_behaviour(plain, profiled)
     assert "child processes used" not in profiled.stderr.decode()
     assert len(glob.glob(str(tmp_path / "f.*.coz"))) == 1
+    # Nor is the shell told to add a progress point or debug information:
+    # the program reached its points, and the shell took a few samples of
+    # hundreds.
+    stderr = profiled.stderr.decode()
+    assert "no progress point" not in stderr and "has no debug information" not in stderr, stderr
 
 
 def test_fork_tree_without_exec_under_follow_children(tmp_path):
@@ -218,6 +223,11 @@ def test_vfork_and_exec(tmp_path):
     before, after = runs_of(tmp_path / "e.coz")
     assert before[0]["pid"] == after[0]["pid"]
     assert after[-1]["type"] == "shutdown"
+    # The image that exec'd reached no progress point, and needs none: the
+    # process's work, and its points, are the next image's.
+    assert before[-1]["type"] == "shutdown" and before[-1]["reason"] == "exec"
+    assert not [x for x in before if x["type"] == "warning" and x["code"] == "no-progress-point"], before
+    assert "no progress point" not in profiled.stderr.decode()
 
 
 def test_posix_spawn(tmp_path):

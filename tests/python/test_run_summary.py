@@ -217,6 +217,27 @@ def test_each_warning_once_with_the_number_of_processes():
     assert run_summary.warning_lines(images) == ["coz: warning: no progress point was reached (in 2 processes)"]
 
 
+def test_warnings_of_processes_that_are_no_part_of_the_work_are_left_out():
+    # `coz run --follow-children --- ./start.sh`: the shell reached no
+    # progress point and has no debug information, and neither needs fixing.
+    noprog = ("no-progress-point", "no progress point was reached")
+    shell = run_with([("no-debug-info", "/usr/bin/dash has no debug information"), noprog], 0, {"samples": 3})
+    work = run_with([("no-debug-info", "/usr/lib/libz.so has no debug information")], 2, {"samples": 400})
+    work.experiments[0].progress = [profile.Progress("p", profile.THROUGHPUT, delta=5)]
+    for r, pid in ((shell, 1), (work, 2)):
+        r.startup["pid"] = pid
+    assert run_summary.warning_lines([shell, work]) == ["coz: warning: /usr/lib/libz.so has no debug information"]
+    # Alone, or beside a run that reached nothing or took as few samples, each is said.
+    assert len(run_summary.warning_lines([shell])) == 2
+    idle = run_with([], 1, {"samples": 3})
+    idle.startup["pid"] = 3
+    assert len(run_summary.warning_lines([shell, idle])) == 2
+    # coz report reads the same rule.
+    prof = profile.Profile([])
+    prof.runs = [shell, work]
+    assert prof.runtime_warnings() == ["/usr/lib/libz.so has no debug information"]
+
+
 def test_runs_without_final_records_are_said_with_what_they_lack():
     # SIGKILL or the OOM killer: the profile lacks the thread table, the
     # counters and the last stacks, and nothing else said so.
@@ -354,7 +375,7 @@ def process(pid, line, speedups, warnings, samples, lost):
 out = os.environ["COZ_OUTPUT"]
 assert os.environ.get("COZ_WARN_STDERR") == "0", "the launcher must ask for warnings in the profile only"
 role = sys.argv[1]
-noprog = ("no-progress-point", "no progress point was reached")
+refused = ("perf-event-refused", "perf_event_open was refused")
 if role == "root":
     write(out.replace("%p", str(os.getpid())),
           process(os.getpid(), "/src/a.c:1", [0.0, 0.0, 0.5, 1.0], [("no-debug-info", "/bin/sh has no debug information")], 100, 2))
@@ -365,7 +386,7 @@ else:
     i = int(sys.argv[2])
     pid = os.getpid()
     name = out.replace("%p", str(pid)) if "%p" in out else out[:-len(".coz")] + f".{pid}.coz"
-    write(name, process(pid, f"/src/c{i}.c:5", [0.0, 0.25] if i % 2 else [0.0], [noprog, ("no-debug-info", "/usr/bin/cc has no debug information")], 10, 0))
+    write(name, process(pid, f"/src/c{i}.c:5", [0.0, 0.25] if i % 2 else [0.0], [refused, ("no-debug-info", "/usr/bin/cc has no debug information")], 10, 0))
 '''
 
 
@@ -404,7 +425,7 @@ def test_follow_children_says_each_warning_once_then_one_summary(tmp_path, stub_
     assert r.returncode == 7, r.stderr
     lines = r.stderr.splitlines()
     assert lines[:3] == ["coz: warning: /bin/sh has no debug information",
-                         "coz: warning: no progress point was reached (in 4 processes)",
+                         "coz: warning: perf_event_open was refused (in 4 processes)",
                          "coz: warning: /usr/bin/cc has no debug information (in 4 processes)"]
     children = sorted(glob.glob(str(tmp_path / "profile.*.coz")))
     assert len(children) == 4
