@@ -22,6 +22,7 @@
 #include "unwind.h"
 #include "waits.h"
 #include "warnings.h"
+#include "fds.h"
 #include "sys.h"
 
 namespace coz {
@@ -177,7 +178,7 @@ void Profiler::note_stall(const Look& look, uint64_t slept_ns, bool cpu_read) {
   const uint64_t took = now_mono() - look.wall, cpu = cpu_read ? clock_ns(CLOCK_THREAD_CPUTIME_ID) - look.cpu : 0;
   const uint64_t idle = took > cpu + slept_ns ? took - cpu - slept_ns : 0;
   if (idle < kStallNs) return;
-  const uint64_t delay = schedstat_wait_ns();
+  const uint64_t delay = own_run_delay_ns();
   const uint64_t waited = delay > run_delay_ns_ ? delay - run_delay_ns_ : 0;
   run_delay_ns_ = delay;
   if (idle > waited + kStallNs) stall_ns_ += idle - waited;
@@ -194,7 +195,10 @@ static uint64_t thread_io_ops() {
 }
 
 Profiler::Look Profiler::begin_look_between() {
-  run_delay_ns_ = schedstat_wait_ns();
+  // (Before the first experiment the descriptor is not open yet, and the
+  // baseline stays: the look's run delay is then that since the thread's
+  // start, a larger one, and a stall must be longer to be read.)
+  if (schedstat_fd_ >= 0) run_delay_ns_ = own_run_delay_ns();
   return Look{now_mono(), clock_ns(CLOCK_THREAD_CPUTIME_ID), thread_io_ops()};
 }
 
@@ -215,6 +219,16 @@ void Profiler::flush_between() {
   Look look = begin_look_between();
   maybe_flush_stacks();
   end_look_between(look, 0);
+}
+
+uint64_t Profiler::own_run_delay_ns() {
+  // One descriptor kept open, high (fds.h): opened at each read, the file
+  // takes the program's lowest free number for a moment. It is opened at
+  // the first experiment (or stall), not at the start of the run: a program
+  // that lists its descriptors as it starts saw it. (Not opened: the
+  // open-file limit reached, tried again at the next read.)
+  if (schedstat_fd_ < 0) schedstat_fd_ = open_high("/proc/thread-self/schedstat");
+  return schedstat_fd_ >= 0 ? schedstat_wait_ns(schedstat_fd_) : 0;
 }
 
 void Profiler::bank_stall() {
@@ -615,7 +629,7 @@ void Profiler::run_one_experiment(const Target* target, const std::vector<AddrRa
     s.selected_ns.store(0);
     s.selected_blocked_ns.store(0);
     bank_stall();  // one before the window: left out of T, not of this experiment
-    run_delay_ns_ = schedstat_wait_ns();
+    run_delay_ns_ = own_run_delay_ns();
   };
   open_window();
   s.experiment_start_ns.store(now_mono());

@@ -227,6 +227,10 @@ class Profiler {
   void end_look_between(const Look& look, uint64_t slept_ns);
   void flush_between();  // maybe_flush_stacks, in a look of its own if it flushes
   void bank_stall();  // stall_ns_ added to stalled_total_ns_, then zeroed
+  // The profiler thread's schedstat run delay (schedstat_wait_ns), from a
+  // descriptor it keeps (-1: not open).
+  uint64_t own_run_delay_ns();
+  int schedstat_fd_ = -1;
   bool stopping() const { return stop_word_.load(std::memory_order_acquire) != 0; }
   void run_one_experiment(const Target* target, const std::vector<AddrRange>& ranges, int speedup);
   // Adds a sample's candidates to the pools, weighted by the sample's time

@@ -354,9 +354,14 @@ int sample_signal() { return SIGRTMAX - 3; }
 uint64_t schedstat_wait_ns() {
   int fd = static_cast<int>(sys(SYS_open, "/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC));
   if (fd < 0) return 0;
-  char buf[96];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
+  uint64_t v = schedstat_wait_ns(fd);
   close(fd);
+  return v;
+}
+
+uint64_t schedstat_wait_ns(int fd) {
+  char buf[96];
+  ssize_t n = static_cast<ssize_t>(sys(SYS_pread64, fd, buf, sizeof buf - 1, 0));
   if (n <= 0) return 0;
   buf[n] = 0;
   const char* p = buf;

@@ -58,6 +58,9 @@ uint64_t sample_period_ns();
 // [sig] The calling thread's total time runnable but waiting for a CPU
 // (/proc/thread-self/schedstat, second field, in ns); 0 if unreadable.
 uint64_t schedstat_wait_ns();
+// [sig] The same, from `fd`, a descriptor of some thread's schedstat file
+// kept open (read again from its start); 0 if unreadable.
+uint64_t schedstat_wait_ns(int fd);
 
 enum class SamplerKind { kNone, kPerfEvent, kTimer };
 
