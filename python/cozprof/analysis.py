@@ -97,6 +97,8 @@ def analyze(profile, phase_correction=True, progress_point=None, min_points=DEFA
                         "which no speedup explains")
     if stats["abrupt_runs"]:
         warnings.append(profile_mod.abrupt_warning(stats["abrupt_runs"], stats["runs"]))
+    if stats["live_runs"]:
+        warnings.append(profile_mod.live_warning(stats["live_runs"], stats["runs"]))
     if stats["lost_records"]:
         warnings.append(f"the kernel lost {stats['lost_records']} sample records; "
                         "results may be less precise (try a longer --sample-period)")

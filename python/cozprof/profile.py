@@ -157,8 +157,9 @@ class Run:
 
     @property
     def abrupt(self):
-        """Whether this runtime's run ended without its final records (SIGKILL,
-        the OOM killer): every signal that ends a process otherwise writes them."""
+        """Whether this runtime's run has no final records: it ended without
+        them (SIGKILL, the OOM killer: every other end writes them), or it is
+        still running (run_is_live)."""
         return self.dialect == "json" and self.shutdown is None
 
     @property
@@ -220,9 +221,11 @@ class Profile:
         count as abrupt (upstream's formats have no such record)."""
         stats = {"runs": len(self.runs), "abrupt_runs": 0, "samples": 0,
                  "lost_records": 0, "dropped_samples": 0, "experiments": 0}
+        stats["live_runs"] = 0
         for r in self.runs:
             if r.shutdown is None:
-                stats["abrupt_runs"] += r.abrupt
+                if r.abrupt:
+                    stats["live_runs" if run_is_live(r) else "abrupt_runs"] += 1
                 continue
             for key in ("samples", "lost_records", "dropped_samples", "experiments"):
                 v = r.shutdown.get(key)
@@ -327,6 +330,34 @@ def shown_warnings(runs):
                 continue
             shown.append((r, code, message))
     return shown
+
+
+def run_is_live(run):
+    """Whether the process that writes this run still runs it, on this
+    machine: a process of its pid runs its program (`argv0`) and started no
+    later than the run did (not a later process given the same pid). A
+    profile read while its program runs has no final records yet."""
+    pid, argv0, t = (run.startup.get(k) for k in ("pid", "argv0", "time_ns"))
+    if not (isinstance(pid, int) and pid > 0 and isinstance(argv0, str) and isinstance(t, int)):
+        return False
+    try:
+        if os.readlink(f"/proc/{pid}/exe") != argv0:
+            return False
+        with open(f"/proc/{pid}/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime
+        with open("/proc/stat") as f:
+            boot_s = next(int(ln.split()[1]) for ln in f if ln.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return False
+    started_ns = (boot_s + start_ticks / os.sysconf("SC_CLK_TCK")) * 1e9
+    return started_ns <= t + 2e9  # (btime is in whole seconds)
+
+
+def live_warning(n, runs):
+    """What a profile read while `n` of its `runs` still run lacks."""
+    who = "the run is" if n == runs == 1 else f"{n} run{'s' if n != 1 else ''} of {runs} {'are' if n != 1 else 'is'}"
+    return (f"{who} still going: {'its' if n == 1 else 'their'} thread table and counters, and the stacks "
+            "since the last write, come at the end; the profile holds what was written so far")
 
 
 def abrupt_warning(n, runs, cause="killed by SIGKILL or the out-of-memory killer"):

@@ -382,8 +382,11 @@ def abrupt_lines(runs, root_pid, killed_by=None):
     from . import profile as profile_mod
 
     abrupt = [r for r in runs if r.abrupt]
+    live = [r for r in abrupt if profile_mod.run_is_live(r)]  # a child that outlives the program
+    abrupt = [r for r in abrupt if r not in live]
+    lines = ["coz: warning: " + profile_mod.live_warning(len(live), len(runs))] if live else []
     if not abrupt:
-        return []
+        return lines
     cause = "killed by SIGKILL or the out-of-memory killer"
     if killed_by and len(abrupt) == 1 and abrupt[0].startup.get("pid") == root_pid:
         import signal  # (with enum: not before the program, whose start it would delay)
@@ -392,7 +395,7 @@ def abrupt_lines(runs, root_pid, killed_by=None):
             cause = f"killed by {signal.Signals(killed_by).name}"
         except ValueError:
             cause = f"killed by signal {killed_by}"
-    return ["coz: warning: " + profile_mod.abrupt_warning(len(abrupt), len(runs), cause)]
+    return ["coz: warning: " + profile_mod.abrupt_warning(len(abrupt), len(runs), cause)] + lines
 
 
 def report(outputs, root_pid, exit_status=None, wall_s=None, killed_by=None):

@@ -152,16 +152,38 @@ def _killed(tmp_path, profiled):
     return proc.returncode, out, stderr.decode()
 
 
+def _report(path):
+    r = subprocess.run([sys.executable, "-m", "cozprof", "report", str(path)], capture_output=True,
+                       text=True, timeout=120, env=coz_env())
+    assert r.returncode == 0, r.stderr
+    return r.stdout + r.stderr
+
+
+def test_a_profile_read_while_its_program_runs_is_not_called_cut(tmp_path):
+    # No shutdown record yet, and none missing: `coz report` on the profile
+    # of a run still going says so, and says "ended" once it is killed.
+    exe = build_program("hostile_crash", tmp_path)
+    out = tmp_path / "p.coz"
+    proc = _start([exe, "wait"], True, out)
+    try:
+        pid = ready_pid(proc)
+        text = _report(out)
+        assert "warning: the run is still going: its thread table" in text, text
+        assert "ended without" not in text, text
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
+    text = _report(out)
+    assert "the run ended without its final records" in text and "still going" not in text, text
+
+
 def test_sigkill_leaves_a_readable_profile(tmp_path):
     _, out, stderr = _killed(tmp_path, True)
     recs = _assert_whole_and_readable(out)
     assert recs[-1]["type"] != "shutdown"
     # `coz run` and `coz report` say what the cut took away
     assert "coz: warning: the run ended without its final records (killed by SIGKILL): its thread table" in stderr, stderr
-    r = subprocess.run([sys.executable, "-m", "cozprof", "report", str(out)], capture_output=True,
-                       text=True, timeout=120, env=coz_env())
-    assert r.returncode == 0, r.stderr
-    assert "the run ended without its final records (killed by SIGKILL" in r.stdout + r.stderr, r.stdout
+    assert "the run ended without its final records (killed by SIGKILL" in _report(out)
 
 
 def test_sigkill_status_passes_through_the_launcher(tmp_path):

@@ -8,6 +8,7 @@ import random
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -255,6 +256,25 @@ def test_runs_without_final_records_are_said_with_what_they_lack():
     # Upstream's formats have no shutdown record: nothing was cut.
     legacy = profile.Run("x.coz", 0, "legacy", {})
     assert run_summary.abrupt_lines([legacy], 0, killed_by=9) == []
+
+
+def test_a_run_still_going_is_told_from_a_cut_one():
+    # This very process stands for a run still going: its pid, its program,
+    # started before the run's startup record.
+    me = run_with([], 0, None)
+    me.startup.update(pid=os.getpid(), argv0=os.readlink("/proc/self/exe"), time_ns=time.time_ns())
+    assert profile.run_is_live(me)
+    assert run_summary.abrupt_lines([me], 0) == [
+        "coz: warning: the run is still going: its thread table and counters, and the stacks since the "
+        "last write, come at the end; the profile holds what was written so far"]
+    # Not this process: another program, or a run that started before this
+    # process did (its pid was given to this process later), or no such pid.
+    for change in ({"argv0": "/usr/bin/other"}, {"time_ns": time.time_ns() - 3600 * 10**9},
+                   {"pid": 2**22 + 1}):
+        other = run_with([], 0, None)
+        other.startup.update(dict(me.startup, **change))
+        assert not profile.run_is_live(other), change
+        assert "ended without" in run_summary.abrupt_lines([other], 0)[0]
 
 
 def test_summary_line_figures_and_plurals(tmp_path):
