@@ -77,9 +77,13 @@ def choose_run(profile, pid=None):
                            hint="processes with counters: " + (", ".join(map(str, known)) or "none"))
         chosen = mine[-1]
     elif not candidates:
-        raise CozError("no synchronization counters in " + ", ".join(profile.paths),
-                       hint="profile with 'coz run --locks-only --- ./program' (a causal "
-                            "'coz run' writes them too)")
+        hint = "profile with 'coz run --locks-only --- ./program' (a causal 'coz run' writes them too)"
+        if profile.runs and all(r.abrupt for r in profile.runs):
+            # (counters are written at the stack flushes, and at the end: a
+            # program that took no lock writes its joins and groups at the end only)
+            hint = ("the run ended without its final records (killed by SIGKILL or the out-of-memory "
+                    "killer), or still runs: it wrote no counters before")
+        raise CozError("no synchronization counters in " + ", ".join(profile.paths), hint=hint)
     else:
         quiet = [r for r in candidates if r.quiet]
         chosen = (quiet or candidates)[-1]

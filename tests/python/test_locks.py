@@ -967,8 +967,14 @@ def test_run_length_falls_back_to_the_counters_record(tmp_path):
 
 def test_cli_profile_without_counters(tmp_path, capsys):
     path = tmp_path / "old.coz"
-    path.write_text(json.dumps(STARTUP) + "\n")
+    path.write_text(json.dumps(STARTUP) + "\n" + json.dumps({"type": "shutdown", "reason": "exit"}) + "\n")
     assert cli.main(["locks", str(path)]) == 2
     err = capsys.readouterr().err
     assert "coz: error: no synchronization counters in" in err
     assert "coz run --locks-only" in err
+    # A run cut before its final records: not told to profile again with --locks-only.
+    path.write_text(json.dumps(STARTUP) + "\n")
+    assert cli.main(["locks", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "coz: error: no synchronization counters in" in err
+    assert "the run ended without its final records" in err and "--locks-only" not in err
