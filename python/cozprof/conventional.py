@@ -158,6 +158,12 @@ def require_stacks(profile):
                                 "profiles the daemon in its own file" if daemon else
                                 "the program ended before its first sample, or its work ran in "
                                 "child processes (--follow-children profiles each in its own file)")
+        if profile.runs and all(r.abrupt for r in profile.runs):
+            raise CozError("the profile has no stacks: its runs wrote none yet",
+                           hint="a run writes its stacks about a second after its start, then "
+                                "every tenth of its time, and at its end: this one still runs, or "
+                                "ended without its final records (killed by SIGKILL or the "
+                                "out-of-memory killer)")
         raise CozError("the profile has no stacks: it holds no conventional profile",
                        hint="stacks are written by this project's runtime since format 1 "
                             "(coz run); upstream COZ's profiles and older ones have only "

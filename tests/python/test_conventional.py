@@ -473,6 +473,12 @@ def test_a_run_without_samples_says_so_rather_than_blaming_the_format(tmp_path):
     assert "ended before its first sample" in hint and "--follow-children" in hint
     msg, hint = _no_stack_error(tmp_path, [startup, dict(shutdown, reason="daemon")])
     assert msg == "the profile has no stacks: its runs took no sample" and "became a daemon" in hint
+    # A run with samples but no final records (killed before its first
+    # flush of stacks, or still going) is not blamed on the format either.
+    samples = {"type": "samples", "counts": {"/src/a.c:1": 3}, "out_of_scope": 0}
+    msg, hint = _no_stack_error(tmp_path, [startup, samples])
+    assert msg == "the profile has no stacks: its runs wrote none yet"
+    assert "still runs" in hint and "SIGKILL" in hint
     # Upstream's profiles keep the message about formats.
     with open(os.path.join(FIXTURES, "upstream.json.coz")) as f:
         upstream = [json.loads(line) for line in f if line.strip()]
