@@ -324,10 +324,22 @@ uint64_t sample_from_context(ThreadState* t, void* uc, int overrun) {
   smp.flags = 0;
   smp.weight_ns = g_settings.period_ns * (1 + static_cast<uint64_t>(overrun > 0 ? overrun : 0));
   // No switch records without perf_event: the scheduler's own count of the
-  // time this thread waited for a CPU gives the same figure.
-  uint64_t waited = schedstat_wait_ns();
-  smp.wait_ns = waited > t->timer_waited_ns && t->timer_waited_ns ? waited - t->timer_waited_ns : 0;
-  t->timer_waited_ns = waited;
+  // time this thread waited for a CPU gives the same figure. It grows only
+  // across a switch of the thread, so the file is read only after one
+  // (getrusage's counts): opening it cost 5 us a sample, and took the
+  // program's lowest free descriptor for that moment.
+  rusage ru;
+  uint64_t switches = sys(SYS_getrusage, RUSAGE_THREAD, &ru) == 0
+                          ? static_cast<uint64_t>(ru.ru_nvcsw) + static_cast<uint64_t>(ru.ru_nivcsw) + 1
+                          : 0;
+  smp.wait_ns = 0;
+  if (!switches || switches != t->timer_switches) {
+    uint64_t waited = schedstat_wait_ns();
+    // (The first read, or one after a failed read, is the baseline only.)
+    if (t->timer_switches && waited > t->timer_waited_ns && t->timer_waited_ns) smp.wait_ns = waited - t->timer_waited_ns;
+    t->timer_waited_ns = waited;
+    t->timer_switches = waited ? switches : 0;
+  }
   if (in_cpu_pause(t, now_mono())) return 0;  // the runtime's pause, not the program's
   smp.n = 1;
   smp.pcs[0] = context_ip(uc);

@@ -259,6 +259,7 @@ struct ThreadState {
   uint32_t last_cpu = UINT32_MAX;
   int64_t cpu_moves = 0;
   uint64_t timer_waited_ns = 0;  // timer sampler: schedstat's wait time at the previous sample
+  uint64_t timer_switches = 0;   // and the thread's context switches then, plus 1 (0: unknown)
   uint64_t wake_tail = UINT64_MAX;  // perf ring position where records after the latest wake begin
   // At the latest wake's look, the program's unblocked threads and the one
   // the wake may release fitted its CPUs (program_fits_one_more); and

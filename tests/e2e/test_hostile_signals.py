@@ -77,6 +77,30 @@ def test_perf_event_refused_by_seccomp_falls_back_to_timers(tmp_path):
     assert recs[-1]["type"] == "shutdown" and recs[-1]["reason"] == "SIGTERM"
 
 
+def test_the_timer_sampler_counts_each_threads_wait_for_a_cpu(tmp_path):
+    # Without switch records the wait comes from schedstat, read in the
+    # sample signal only after the thread was switched (getrusage's counts).
+    # Twice as many never-blocking workers as CPUs: each waits for a CPU the
+    # part of its life it did not run, which its own record measures.
+    noperf = build_program("hostile_noperf", tmp_path)
+    crowd = build_program("crowd", tmp_path)
+    workers = 2 * len(os.sched_getaffinity(0))
+    out = tmp_path / "c.coz"
+    r = subprocess.run([noperf, sys.executable, "-m", "cozprof", "run", "--sampling-only", "-o", str(out),
+                        "---", crowd, str(workers), "1500", "20000", "20000"],
+                       capture_output=True, env=coz_env(), timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+    recs = records(out)
+    assert recs[0]["sampler"] == "timer"
+    threads = [t for t in recs if t["type"] == "thread" and t["group"] == "work"]
+    assert len(threads) == workers, threads
+    for t in threads:
+        life = t["end_ns"] - t["start_ns"]
+        idle = life - t["cpu_clock_ns"]
+        assert idle > 0.2 * life, t  # (they did wait)
+        assert abs(t["wait_ns"]["sched"] - idle) < 0.1 * life, t
+
+
 def _start(command, profiled, out=None, group=False):
     cmd = command
     if profiled:
