@@ -218,10 +218,10 @@ class Profile:
 
     def shutdown_stats(self):
         """Totals of the shutdown records. Runs of this runtime without one
-        count as abrupt (upstream's formats have no such record)."""
-        stats = {"runs": len(self.runs), "abrupt_runs": 0, "samples": 0,
+        count as abrupt, or as live while their process runs (upstream's
+        formats have no such record)."""
+        stats = {"runs": len(self.runs), "abrupt_runs": 0, "live_runs": 0, "samples": 0,
                  "lost_records": 0, "dropped_samples": 0, "experiments": 0}
-        stats["live_runs"] = 0
         for r in self.runs:
             if r.shutdown is None:
                 if r.abrupt:
