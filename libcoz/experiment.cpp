@@ -184,15 +184,19 @@ void Profiler::note_stall(const Look& look, uint64_t slept_ns, bool cpu_read) {
   if (idle > waited + kStallNs) stall_ns_ += idle - waited;
 }
 
+namespace {
+
 // The calling thread's block reads and major faults: a look in which it did
 // any may have waited for a disk, not for a stopped process. (Not its block
 // writes: the kernel counts a page of the profile as written when it is
 // dirtied, not when the thread waits for it.)
-static uint64_t thread_io_ops() {
+uint64_t thread_io_ops() {
   rusage ru;
   if (getrusage(RUSAGE_THREAD, &ru) != 0) return UINT64_MAX;
   return static_cast<uint64_t>(ru.ru_majflt + ru.ru_inblock);
 }
+
+}  // namespace
 
 Profiler::Look Profiler::begin_look_between() {
   // (Before the first experiment the descriptor is not open yet, and the
@@ -215,7 +219,7 @@ void Profiler::end_look_between(const Look& look, uint64_t slept_ns) {
 void Profiler::flush_between() {
   // A look of its own: the first symbolization reads debug information
   // from disk, and a look with a disk read is not measured.
-  if (now_mono() - start_mono_ < next_flush_ns_) return;
+  if (!stacks_due(now_mono() - start_mono_)) return;
   Look look = begin_look_between();
   maybe_flush_stacks();
   end_look_between(look, 0);
@@ -545,7 +549,7 @@ void Profiler::flush_stacks() {
 
 void Profiler::maybe_flush_stacks() {
   uint64_t elapsed = now_mono() - start_mono_;
-  if (elapsed < next_flush_ns_) return;
+  if (!stacks_due(elapsed)) return;
   flush_stacks();
   write_locks();
   writer_->checkpoint();  // totals mode's (sampling-only, locks-only); else nothing
@@ -936,7 +940,7 @@ void Profiler::run_sampling_only() {
     }
     drain();
     uint64_t elapsed = now_mono() - start_mono_;
-    if (elapsed >= next_flush_ns_) write_periodic();
+    if (stacks_due(elapsed)) write_periodic();
     maybe_flush_stacks();
   }
   write_final();

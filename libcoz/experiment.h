@@ -226,6 +226,8 @@ class Profiler {
   Look begin_look_between();
   void end_look_between(const Look& look, uint64_t slept_ns);
   void flush_between();  // maybe_flush_stacks, in a look of its own if it flushes
+  // Whether maybe_flush_stacks flushes at `elapsed` ns since the start.
+  bool stacks_due(uint64_t elapsed) const { return elapsed >= next_flush_ns_; }
   void bank_stall();  // stall_ns_ added to stalled_total_ns_, then zeroed
   // The profiler thread's schedstat run delay (schedstat_wait_ns), from a
   // descriptor it keeps (-1: not open).

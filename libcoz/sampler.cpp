@@ -335,8 +335,9 @@ uint64_t sample_from_context(ThreadState* t, void* uc, int overrun) {
   smp.wait_ns = 0;
   if (!switches || switches != t->timer_switches) {
     uint64_t waited = schedstat_wait_ns();
-    // (The first read, or one after a failed read, is the baseline only.)
-    if (t->timer_switches && waited > t->timer_waited_ns && t->timer_waited_ns) smp.wait_ns = waited - t->timer_waited_ns;
+    // (The first read, or one after a failed read, is the baseline only:
+    // timer_switches is 0 then.)
+    if (t->timer_switches && waited > t->timer_waited_ns) smp.wait_ns = waited - t->timer_waited_ns;
     t->timer_waited_ns = waited;
     t->timer_switches = waited ? switches : 0;
   }
