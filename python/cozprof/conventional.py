@@ -27,6 +27,7 @@ is documented on the function. `coz report --top/--list` (report.py) and
 import os
 import re
 
+from . import profile as profile_mod
 from .errors import CozError
 from .profile import WAIT_KINDS
 
@@ -158,12 +159,11 @@ def require_stacks(profile):
                                 "profiles the daemon in its own file" if daemon else
                                 "the program ended before its first sample, or its work ran in "
                                 "child processes (--follow-children profiles each in its own file)")
-        if profile.runs and all(r.abrupt for r in profile.runs):
+        if profile.lacks_final_records():
             raise CozError("the profile has no stacks: its runs wrote none yet",
                            hint="a run writes its stacks about a second after its start, then "
                                 "every tenth of its time, and at its end: this one still runs, or "
-                                "ended without its final records (killed by SIGKILL or the "
-                                "out-of-memory killer)")
+                                f"ended without its final records ({profile_mod.KILLED})")
         raise CozError("the profile has no stacks: it holds no conventional profile",
                        hint="stacks are written by this project's runtime since format 1 "
                             "(coz run); upstream COZ's profiles and older ones have only "

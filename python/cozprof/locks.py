@@ -14,6 +14,7 @@ import heapq
 import math
 import re
 
+from . import profile as profile_mod
 from .errors import CozError
 
 SCHEMA = 1
@@ -78,11 +79,11 @@ def choose_run(profile, pid=None):
         chosen = mine[-1]
     elif not candidates:
         hint = "profile with 'coz run --locks-only --- ./program' (a causal 'coz run' writes them too)"
-        if profile.runs and all(r.abrupt for r in profile.runs):
+        if profile.lacks_final_records():
             # (counters are written at the stack flushes, and at the end: a
             # program that took no lock writes its joins and groups at the end only)
-            hint = ("the run ended without its final records (killed by SIGKILL or the out-of-memory "
-                    "killer), or still runs: it wrote no counters before")
+            hint = (f"the run ended without its final records ({profile_mod.KILLED}), or still runs: "
+                    "it wrote no counters before")
         raise CozError("no synchronization counters in " + ", ".join(profile.paths), hint=hint)
     else:
         quiet = [r for r in candidates if r.quiet]

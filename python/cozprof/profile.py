@@ -220,18 +220,22 @@ class Profile:
         """Totals of the shutdown records. Runs of this runtime without one
         count as abrupt, or as live while their process runs (upstream's
         formats have no such record)."""
-        stats = {"runs": len(self.runs), "abrupt_runs": 0, "live_runs": 0, "samples": 0,
+        cut, live = cut_runs(self.runs)
+        stats = {"runs": len(self.runs), "abrupt_runs": len(cut), "live_runs": len(live), "samples": 0,
                  "lost_records": 0, "dropped_samples": 0, "experiments": 0}
         for r in self.runs:
             if r.shutdown is None:
-                if r.abrupt:
-                    stats["live_runs" if run_is_live(r) else "abrupt_runs"] += 1
                 continue
             for key in ("samples", "lost_records", "dropped_samples", "experiments"):
                 v = r.shutdown.get(key)
                 if isinstance(v, int):
                     stats[key] += v
         return stats
+
+    def lacks_final_records(self):
+        """Whether every run lacks its final records (Run.abrupt): cut short,
+        or still going."""
+        return bool(self.runs) and all(r.abrupt for r in self.runs)
 
     def latest_builds(self):
         """This profile with, from each file, only the runs of its latest build.
@@ -360,7 +364,18 @@ def live_warning(n, runs):
             "since the last write, come at the end; the profile holds what was written so far")
 
 
-def abrupt_warning(n, runs, cause="killed by SIGKILL or the out-of-memory killer"):
+def cut_runs(runs):
+    """The runs without final records, split: (cut short, still going)."""
+    abrupt = [r for r in runs if r.abrupt]
+    live = [r for r in abrupt if run_is_live(r)]
+    return [r for r in abrupt if r not in live], live
+
+
+# How a run ends without its final records, when nothing says which.
+KILLED = "killed by SIGKILL or the out-of-memory killer"
+
+
+def abrupt_warning(n, runs, cause=KILLED):
     """What `n` runs of `runs` ended without their final records lost."""
     if n == 1 and runs == 1:
         who, their = "the run", "its"

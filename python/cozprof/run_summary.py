@@ -381,13 +381,11 @@ def abrupt_lines(runs, root_pid, killed_by=None):
     the program, when the launcher saw one."""
     from . import profile as profile_mod
 
-    abrupt = [r for r in runs if r.abrupt]
-    live = [r for r in abrupt if profile_mod.run_is_live(r)]  # a child that outlives the program
-    abrupt = [r for r in abrupt if r not in live]
+    abrupt, live = profile_mod.cut_runs(runs)  # (live: a child that outlives the program)
     lines = ["coz: warning: " + profile_mod.live_warning(len(live), len(runs))] if live else []
     if not abrupt:
         return lines
-    cause = "killed by SIGKILL or the out-of-memory killer"
+    cause = profile_mod.KILLED
     if killed_by and len(abrupt) == 1 and abrupt[0].startup.get("pid") == root_pid:
         import signal  # (with enum: not before the program, whose start it would delay)
 
