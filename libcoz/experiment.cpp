@@ -270,23 +270,10 @@ void Profiler::publish_scope() {
   shared().scope.store(make_range_set(lines_->attributable_ranges()), std::memory_order_release);
 }
 
-namespace {
-
-// A thread's name as the kernel knows it (its comm), or "".
-std::string thread_name(pid_t tid) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/self/task/%d/comm", static_cast<int>(tid));
-  FILE* f = fopen(path, "re");
-  if (!f) return "";
-  char buf[32] = {0};
-  if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
-  fclose(f);
-  size_t n = strlen(buf);
-  if (n && buf[n - 1] == '\n') buf[n - 1] = 0;
-  return buf;
+void Profiler::note_name(const ThreadState* t, ThreadInfo* info) {
+  char name[16];
+  if (t->name.get(name) && info->record.thread != name) info->record.thread = name;
 }
-
-}  // namespace
 
 void Profiler::note_thread(ThreadState* t) {
   ThreadInfo& info = threads_[t->tid];
@@ -377,6 +364,7 @@ void Profiler::drain() {
     if (t->tid) {
       note_thread(t);
       ThreadInfo& info = threads_[t->tid];
+      note_name(t, &info);
       for (int k = 0; k < kWaitKinds; k++) info.waits[k] = t->wait_total_ns[k].load(std::memory_order_relaxed);
       info.paused_ns = t->paused_ns.load(std::memory_order_relaxed);
       info.held_ns = t->held_ns.load(std::memory_order_relaxed);
@@ -407,8 +395,7 @@ void Profiler::drain() {
       ThreadInfo& info = threads_[t->tid];
       info.record.end_ns = t->end_ns;
       info.record.cpu_clock_ns = t->cpu_clock_ns;
-      info.record.thread = t->name;
-      info.named = true;
+      note_name(t, &info);  // (as it was at the thread's end)
       ended_.push_back(t->tid);
       if (!sampler_cpu_rings()) {  // (else counted from the CPU rings: write_counters)
         if (t->migrations >= 0) migrations_ += t->migrations;
@@ -515,10 +502,6 @@ std::string Profiler::group_of(ThreadInfo* info) {
 void Profiler::finish_threads(const std::vector<ThreadInfo*>& infos) {
   if (infos.empty()) return;
   for (ThreadInfo* info : infos) {
-    if (!info->named) {
-      info->record.thread = thread_name(static_cast<pid_t>(info->record.tid));
-      info->named = true;
-    }
     group_of(info);
     info->record.paused_ns = info->paused_ns;
     info->record.paused_cpu_ns = info->held_cpu_ns;
@@ -535,10 +518,6 @@ void Profiler::flush_stacks() {
     auto it = threads_.find(tid);
     if (it == threads_.end()) return;
     ThreadInfo& info = it->second;
-    if (!info.named) {
-      info.record.thread = thread_name(tid);
-      info.named = true;
-    }
     *name = info.record.thread;
     *group = group_of(&info);
   }, [this] { keep_up(); });

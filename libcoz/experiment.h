@@ -301,9 +301,11 @@ class Profiler {
     uint64_t preempt_credited_ns = 0;  // delay credited for sitting preempted
     uint64_t other_rest_ns = 0;  // `other` waiting time not yet worth a whole blocked sample
     const Sample* last_cpu = nullptr;  // its latest CPU sample in this look (where waits resumed)
-    bool named = false;
   };
   void note_thread(ThreadState* t);
+  // Its name as its state has it now (ThreadState::name): renames are seen
+  // at the next look, stacks flushed meanwhile keep the name they had.
+  static void note_name(const ThreadState* t, ThreadInfo* info);
   // The entry of a thread seen starting (note_thread), else a scratch one:
   // a CPU ring's records that come after their thread's end and record
   // (its exit path) count in the stacks, but make no entry that would stay

@@ -20,6 +20,7 @@
 #include <stdarg.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/sendfile.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -253,6 +254,36 @@ COZ_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, voi
   if (rc != 0) coz::discard_thread_start(start);
   return rc;
 }
+// Renames: the runtime keeps each thread's name (runtime.h,
+// on_thread_renamed), so that it never opens /proc to read one.
+COZ_REAL_FN(prctl, nullptr)
+COZ_REAL_FN(pthread_setname_np, nullptr)
+COZ_EXPORT int prctl(int option, ...) noexcept {
+  // prctl takes up to four more arguments, as unsigned longs (the system
+  // call's): all are passed on, as glibc's own wrapper passes them.
+  va_list ap;
+  va_start(ap, option);
+  unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long);
+  unsigned long a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
+  va_end(ap);
+  int rc = real_prctl()(option, a2, a3, a4, a5);
+  if (rc == 0 && option == PR_SET_NAME) {
+    int saved = errno;
+    coz::on_thread_renamed(pthread_self(), reinterpret_cast<const char*>(a2));
+    errno = saved;
+  }
+  return rc;
+}
+COZ_EXPORT int pthread_setname_np(pthread_t t, const char* name) noexcept {
+  int rc = real_pthread_setname_np()(t, name);
+  if (rc == 0) {
+    int saved = errno;
+    coz::on_thread_renamed(t, name);
+    errno = saved;
+  }
+  return rc;
+}
+
 // A jump out of a signal handler that interrupted a wait ends the wait
 // (runtime.h, hook_jump): a program that times its reads out with alarm()
 // and siglongjmp, as old network code does, left the wait open for good,

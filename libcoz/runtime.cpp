@@ -162,6 +162,12 @@ void for_each_thread(const std::function<void(ThreadState*)>& fn) {
   v.resize(keep);
 }
 
+// The calling thread's name, as the kernel has it, into its state.
+void note_own_name(ThreadState* t) {
+  char name[17] = {0};
+  if (prctl(PR_GET_NAME, name) == 0) t->name.set(name);
+}
+
 // Starts sampling the calling thread.
 // `inherited`: the creator already set the thread's delay counts level with its own.
 void begin_thread(ThreadState* t, bool inherited) {
@@ -187,6 +193,8 @@ void begin_thread(ThreadState* t, bool inherited) {
     warn("thread-not-sampled", "some threads cannot be sampled: " + why);
   }
   t->start_ns = now_mono();
+  note_own_name(t);
+  t->handle = static_cast<uintptr_t>(pthread_self());
   hardware_thread_start(t);
   progress().attach_thread(t);
   register_state(t);
@@ -215,7 +223,7 @@ void end_thread(void* arg) {
     // Who it was, for its `thread` record: the profiler thread writes it
     // once the thread is gone (and its /proc entries with it).
     t->end_ns = now_mono();
-    prctl(PR_GET_NAME, t->name);
+    note_own_name(t);  // (a rename through /proc/self/task/N/comm is seen here only)
     // Migrations: counted from the CPU rings, or from its own records'
     // CPUs (complete: sampler_stop drained them), or read from /proc.
     if (!sampler_cpu_rings()) t->migrations = t->counts_moves ? t->cpu_moves : thread_migrations(t->tid);
@@ -899,6 +907,17 @@ ThreadStart* prepare_thread(void* (*fn)(void*), void* arg) {
     g_live_threads.fetch_add(1);         // counted from here: its creator may leave before it starts
   }
   return s;
+}
+
+void on_thread_renamed(pthread_t handle, const char* name) {
+  if (!name || g_state.load() != kActive || raw_getpid() != g_pid) return;
+  if (pthread_equal(handle, pthread_self())) {
+    if (tls_state) tls_state->name.set(name);
+    return;
+  }
+  Locked g(g_registry_lock);
+  for (ThreadState* t : *g_threads)
+    if (t->state.load() == kThreadLive && t->handle == static_cast<uintptr_t>(handle)) t->name.set(name);
 }
 
 void discard_thread_start(ThreadStart* s) {

@@ -2,6 +2,8 @@
 // delay hooks each wrapper calls, signal virtualization, fork and exit.
 #pragma once
 
+#include <pthread.h>
+
 #include <signal.h>
 
 #include <cerrno>
@@ -150,6 +152,10 @@ void* thread_trampoline(void* start);                        // start routine of
 ThreadStart* prepare_c11_thread(int (*fn)(void*), void* arg);  // thrd_create
 int c11_thread_trampoline(void* start);
 void discard_thread_start(ThreadStart* start);               // pthread_create failed
+// A rename that succeeded: prctl(PR_SET_NAME) by the calling thread, or
+// pthread_setname_np(`handle`, ...) by any thread. The thread's state keeps
+// the name (ThreadState::name) for the profiler thread.
+void on_thread_renamed(pthread_t handle, const char* name);
 
 
 // _exit/_Exit in the profiled process: write the final records first.

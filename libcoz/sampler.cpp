@@ -324,17 +324,18 @@ uint64_t sample_from_context(ThreadState* t, void* uc, int overrun) {
   smp.flags = 0;
   smp.weight_ns = g_settings.period_ns * (1 + static_cast<uint64_t>(overrun > 0 ? overrun : 0));
   // No switch records without perf_event: the scheduler's own count of the
-  // time this thread waited for a CPU gives the same figure. It grows only
-  // across a switch of the thread, so the file is read only after one
-  // (getrusage's counts): opening it cost 5 us a sample, and took the
-  // program's lowest free descriptor for that moment.
+  // time this thread waited for a CPU gives the same figure, read from the
+  // descriptor the thread keeps (opening the file cost 5 us a sample, and
+  // took the program's lowest free descriptor for that moment). It grows
+  // only across a switch of the thread, so it is read only after one
+  // (getrusage's counts).
   rusage ru;
   uint64_t switches = sys(SYS_getrusage, RUSAGE_THREAD, &ru) == 0
                           ? static_cast<uint64_t>(ru.ru_nvcsw) + static_cast<uint64_t>(ru.ru_nivcsw) + 1
                           : 0;
   smp.wait_ns = 0;
   if (!switches || switches != t->timer_switches) {
-    uint64_t waited = schedstat_wait_ns();
+    uint64_t waited = t->schedstat_fd >= 0 ? schedstat_wait_ns(t->schedstat_fd) : schedstat_wait_ns();
     // (The first read, or one after a failed read, is the baseline only:
     // timer_switches is 0 then.)
     if (t->timer_switches && waited > t->timer_waited_ns) smp.wait_ns = waited - t->timer_waited_ns;
@@ -511,6 +512,7 @@ SamplerKind sampler_start(ThreadState* t, std::string* why) {
   its.it_interval.tv_sec = static_cast<time_t>(g_settings.period_ns / 1000000000ull);
   its.it_interval.tv_nsec = static_cast<long>(g_settings.period_ns % 1000000000ull);
   its.it_value = its.it_interval;
+  t->schedstat_fd = open_high("/proc/thread-self/schedstat");  // (this thread's: the file names its opener)
   timer_settime(timer, 0, &its, nullptr);
   t->timer = timer;
   t->has_timer = true;
@@ -823,6 +825,8 @@ void sampler_forget(ThreadState* t) {
   t->perf_fd = -1;
   if (t->has_timer) timer_delete(static_cast<timer_t>(t->timer));
   t->has_timer = false;
+  if (t->schedstat_fd >= 0) close(t->schedstat_fd);
+  t->schedstat_fd = -1;
   for (int i = 0; i < t->bp_count; i++)
     if (t->bp_fds[i] >= 0) close(t->bp_fds[i]);
   t->bp_count = 0;

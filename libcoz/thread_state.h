@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "line_map.h"
 
@@ -62,6 +63,52 @@ struct Sample {
   uint32_t flags = 0;
   uint32_t n = 0;
   uintptr_t pcs[kMaxFrames];
+};
+
+// A thread's name (its comm, 15 bytes and a NUL), kept by the runtime so
+// that the profiler thread never opens /proc/self/task/N/comm: such an
+// open takes the program's lowest free descriptor for that moment, and a
+// one-threaded program that closes 0 and opens a file expects 0. Set by
+// the thread at its start and end (PR_GET_NAME), and by the interposed
+// renames (prctl PR_SET_NAME, pthread_setname_np), whichever thread makes
+// them; read by the profiler thread at each look. A sequence lock: writers
+// take it (odd), readers retry while it moves.
+class ThreadName {
+ public:
+  void set(const char* name) {
+    uint64_t w[2] = {0, 0};
+    char* b = reinterpret_cast<char*>(w);
+    for (size_t i = 0; i < sizeof w - 1 && name[i]; i++) b[i] = name[i];
+    uint32_t s = seq_.load(std::memory_order_relaxed);
+    for (;;) {
+      if (!(s & 1) && seq_.compare_exchange_weak(s, s + 1, std::memory_order_acquire)) break;
+      s = seq_.load(std::memory_order_relaxed);
+    }
+    std::atomic_thread_fence(std::memory_order_release);
+    words_[0].store(w[0], std::memory_order_relaxed);
+    words_[1].store(w[1], std::memory_order_relaxed);
+    seq_.store(s + 2, std::memory_order_release);
+  }
+  // Copies it into `out` (NUL-terminated); false when never set, or when
+  // writes kept it moving.
+  bool get(char out[16]) const {
+    for (int tries = 0; tries < 8; tries++) {
+      uint32_t s = seq_.load(std::memory_order_acquire);
+      if (s & 1) continue;
+      uint64_t w[2] = {words_[0].load(std::memory_order_relaxed), words_[1].load(std::memory_order_relaxed)};
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (seq_.load(std::memory_order_relaxed) != s) continue;
+      if (!s) return false;
+      memcpy(out, w, 16);
+      out[15] = 0;
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  std::atomic<uint32_t> seq_{0};
+  std::atomic<uint64_t> words_[2] = {};
 };
 
 // Single producer (the owning thread, in its signal handler), single
@@ -258,6 +305,9 @@ struct ThreadState {
   bool counts_moves = false;
   uint32_t last_cpu = UINT32_MAX;
   int64_t cpu_moves = 0;
+  // Timer sampler: the thread's /proc/thread-self/schedstat, opened at its
+  // start and kept high (-1: not open; each read then opens it).
+  int schedstat_fd = -1;
   uint64_t timer_waited_ns = 0;  // timer sampler: schedstat's wait time at the previous sample
   uint64_t timer_switches = 0;   // and the thread's context switches then, plus 1 (0: unknown)
   uint64_t wake_tail = UINT64_MAX;  // perf ring position where records after the latest wake begin
@@ -293,7 +343,8 @@ struct ThreadState {
   // See add_origin().
   uintptr_t origin_pc = 0;
   uint64_t start_ns = 0, end_ns = 0;  // CLOCK_MONOTONIC
-  char name[16] = {0};
+  ThreadName name;
+  uintptr_t handle = 0;  // its pthread_t (pthread_setname_np finds it by this)
   int64_t migrations = -1;  // its migrations at its end (cpu_moves, or se.nr_migrations); -1: unknown
   uint64_t cpu_clock_ns = 0;  // its CPU time at its end (CLOCK_THREAD_CPUTIME_ID)
   static constexpr int kHardwareCounters = 2;  // cycles, instructions

@@ -13,13 +13,14 @@ BUILD=${COZ_BUILD_DIR:-$ROOT/build}
 VENV=${COZ_VENV:-$ROOT/.venv}
 
 # Debian packages: build tools and libraries, the upstream peer (coz-profiler),
-# the browser for viewer tests, the programs the hostile-world tests run, and
+# the browser for viewer tests, the programs the hostile-world tests run,
+# strace (a test that the runtime opens no /proc file it need not), and
 # Linux perf (benchmarks/overhead.py's reference for the cost of sampling).
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libdw-dev libelf-dev libunwind-dev libgtest-dev elfutils dwz
   python3 python3-venv python3-pip nodejs npm chromium
-  coz-profiler libjemalloc2 libtcmalloc-minimal4 default-jdk-headless perl
+  coz-profiler libjemalloc2 libtcmalloc-minimal4 default-jdk-headless perl strace
   linux-perf
 )
 

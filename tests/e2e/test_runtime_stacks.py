@@ -3,11 +3,15 @@ distinct stack (whole callchains, symbolized with inlined functions and the
 symbol table of libraries), per-thread time, and perf stat-style counters."""
 
 import os
+import re
 import resource
+import shutil
+import subprocess
+import sys
 
 import pytest
 
-from conftest import PROGRAMS, build_program, chain_times, coz_run, records, share_bound
+from conftest import PROGRAMS, build_program, chain_times, coz_env, coz_run, records, share_bound
 
 from cozprof.profile import load
 
@@ -125,6 +129,37 @@ def test_threads_are_named_and_grouped_by_their_start_routine(tmp_path):
     for t in (a, b):
         ns = sum(run.stack_counts[s.id][1] for s in run.stacks.values() if s.tid == t["tid"] and s.kind == "cpu")
         assert ns == t["cpu_ns"]
+
+
+@pytest.mark.parametrize("mode", ["causal", "sampling-only"])
+def test_renamed_threads_are_named_without_reading_proc(tmp_path, mode):
+    # Threads renamed by pthread_setname_np (by themselves, and by another
+    # thread) and by prctl(PR_SET_NAME). The runtime keeps their names: its
+    # profiler thread opened /proc/self/task/N/comm for each live thread,
+    # and each such open took the program's lowest free descriptor for that
+    # moment. strace shows every open of the process's threads (the program's
+    # own pthread_setname_np of another thread opens that file to write it).
+    assert shutil.which("strace"), "strace is installed by scripts/bootstrap.sh"
+    exe = build_program("thread_names", tmp_path)
+    out, trace = tmp_path / "n.coz", tmp_path / "open.trace"
+    options = ["--sampling-only"] if mode == "sampling-only" else ["--experiment-length", "50ms"]
+    cmd = ["strace", "-f", "-qq", "-e", "trace=open,openat", "-o", str(trace),
+           sys.executable, "-m", "cozprof", "run", "-o", str(out), *options, "---", exe, "1.5"]
+    r = subprocess.run(cmd, env=coz_env(), capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+    reads = [line for line in trace.read_text().splitlines()
+             if re.search(r'"/proc/(self|thread-self)/task/\d+/comm", O_RDONLY', line)]
+    assert reads == []
+    (run,) = load([str(out)]).runs
+    names = {t["group"]: t["thread"] for t in run.threads}
+    assert names == {"main": "thread_names", "self_named": "by-setname",
+                     "prctl_named": "by-prctl-and-cu", "other_named": "by-main"}
+    # The stacks, flushed while the threads ran, carry the new names.
+    by_tid = {t["tid"]: t["thread"] for t in run.threads}
+    labels = {(s.tid, s.thread) for s in run.stacks.values() if s.kind == "cpu"}
+    workers = {t["tid"] for t in run.threads if t["group"] != "main"}
+    assert workers <= {tid for tid, _ in labels} <= set(by_tid)
+    assert all(by_tid[tid] == name for tid, name in labels), labels
 
 
 @pytest.mark.parametrize("mode", ["causal", "sampling-only"])
