@@ -35,8 +35,9 @@ trap 'rm -rf "$tmp"' EXIT
 elapsed() { grep -o '"elapsed_s":[0-9.]*' | cut -d: -f2; }
 
 # The runtime's environment for --sampling-only, as the launcher builds it
-# (read from a run of `env` under coz run), with bash as the launcher.
-coz run --sampling-only -o "$tmp/env.coz" --- /usr/bin/env 2>/dev/null |
+# (the block a program under coz run starts with: the runtime takes the
+# variables out of its environment once read), with bash as the launcher.
+coz run --sampling-only -o "$tmp/env.coz" --- /bin/cat /proc/self/environ 2>/dev/null | tr '\0' '\n' |
   grep -E '^(COZ_|LD_PRELOAD=)' | grep -v '^COZ_LAUNCHER_PID=' >"$tmp/env"
 direct() {
   (

@@ -155,6 +155,12 @@ const std::vector<Option>& options() {
 
 }  // namespace
 
+std::vector<const char*> config_variables() {
+  std::vector<const char*> names;
+  for (const Option& o : options()) names.push_back(o.env);
+  return names;
+}
+
 bool parse_config(const EnvLookup& get, Config* out, std::string* error) {
   Config c;
   for (const Option& o : options()) {

@@ -1,6 +1,7 @@
 // The runtime's options: one table, read from COZ_* environment variables
 // (set by `coz run`), validated, with clear errors. Nothing else in the
-// runtime reads the environment.
+// runtime reads its options from the environment (environment.h takes them
+// out of it once read).
 #pragma once
 
 #include <cstdint>
@@ -44,6 +45,9 @@ struct Config {
 // value, or the variables that cannot go together.
 using EnvLookup = std::function<const char*(const char*)>;
 bool parse_config(const EnvLookup& get, Config* out, std::string* error);
+
+// The variables parse_config reads, in its table's order.
+std::vector<const char*> config_variables();
 
 // "%p" in an output name becomes the pid.
 std::string expand_output_name(const std::string& pattern, long pid);

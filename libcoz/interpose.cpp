@@ -34,6 +34,7 @@
 #include <alloca.h>
 
 #include "real.h"
+#include "environment.h"
 #include "fds.h"
 #include "loaded_objects.h"
 #include "runtime.h"
@@ -1034,25 +1035,32 @@ COZ_EXPORT void _Exit(int status) noexcept {
 // glibc's execl*, execvp and posix_spawn call its internal execve, which no
 // preload reaches: each entry point is interposed.
 
+// The profiled process's next image gets the runtime's variables back,
+// whatever environment the exec passes (environment.h).
 COZ_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) noexcept {
   coz::on_exec(path, false);
-  return real_execve()(path, argv, envp);
+  coz::ExecEnvironment env(envp);
+  return real_execve()(path, argv, env.get());
 }
 COZ_EXPORT int execv(const char* path, char* const argv[]) noexcept {
   coz::on_exec(path, false);
-  return real_execv()(path, argv);
+  coz::ExecEnvironment env(environ);
+  return env.rebuilt() ? real_execve()(path, argv, env.get()) : real_execv()(path, argv);
 }
 COZ_EXPORT int execvp(const char* file, char* const argv[]) noexcept {
   coz::on_exec(file, true);
-  return real_execvp()(file, argv);
+  coz::ExecEnvironment env(environ);
+  return env.rebuilt() ? real_execvpe()(file, argv, env.get()) : real_execvp()(file, argv);
 }
 COZ_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) noexcept {
   coz::on_exec(file, true);
-  return real_execvpe()(file, argv, envp);
+  coz::ExecEnvironment env(envp);
+  return real_execvpe()(file, argv, env.get());
 }
 COZ_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) noexcept {
   coz::on_exec_fd(fd);
-  return real_fexecve()(fd, argv, envp);
+  coz::ExecEnvironment env(envp);
+  return real_fexecve()(fd, argv, env.get());
 }
 
 namespace {

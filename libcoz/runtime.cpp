@@ -26,6 +26,7 @@
 #include "clock.h"
 #include "config.h"
 #include "counters.h"
+#include "environment.h"
 #include "experiment.h"
 #include "line_map.h"
 #include "loaded_objects.h"
@@ -673,6 +674,11 @@ void runtime_init() {
   g_config = new Config(config);
 
   bool root = config.launcher_pid == 0 || getppid() == config.launcher_pid;
+  if (!config.follow_children) {  // (followed children need the variables)
+    Dl_info self{};
+    dladdr(reinterpret_cast<void*>(&runtime_init), &self);
+    hide_runtime_environment(config_variables(), self.dli_fname, root);
+  }
   if (!root && !config.follow_children) {
     g_state.store(kDormant);
     return;

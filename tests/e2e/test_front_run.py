@@ -114,6 +114,13 @@ def test_the_program_the_front_starts_gets_the_launchers_environment(probe, tmp_
     got = sorted(program_saw(r.stdout, "env"))
     assert got == expected_env(options, [probe, "env", "3"], env, env["COZ_LIBRARY"], pid)
     assert "COZ_KNOB=the program's own" in got
+    # Read, the runtime's variables leave the program's environment (no
+    # option here follows children): it sees its own, and LD_PRELOAD as it
+    # was before coz run (the runtime's entry out).
+    hidden = set(launcher.RUNTIME_VARIABLES) | {"LD_PRELOAD"}
+    own = [e for e in got if e.split("=", 1)[0] not in hidden]
+    own += [f"LD_PRELOAD={env['LD_PRELOAD']}"] if env.get("LD_PRELOAD") else []
+    assert sorted(program_saw(r.stdout, "sees")) == sorted(own)
     # Neither the inherited file nor the helper's pipe (the runtime's own sit high: libcoz/fds.h).
     assert sorted(fd for fd in program_saw(r.stdout, "fd") if int(fd) < 1024) == ["0", "1", "2"], r.stdout
     assert program_saw(r.stdout, "sig") == inherited_dispositions()

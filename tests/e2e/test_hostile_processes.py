@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from conftest import REPO, build_program, coz_run, records
+from conftest import REPO, build_program, coz_env, coz_run, records
 from hostile_common import FAST, assert_same_behaviour, run_both
 
 sys.path.insert(0, os.path.join(REPO, "python"))
@@ -238,3 +238,27 @@ def test_posix_spawn(tmp_path):
     assert b"spawned child exited 11" in plain.stdout
     assert_same_behaviour(plain, profiled, sort_lines=True)
     assert glob.glob(str(tmp_path / "s.*.coz")) == []
+
+
+def test_the_program_and_its_children_get_the_environment_they_get_without_coz(tmp_path):
+    # Once read, the runtime's variables leave the environment: the program
+    # reads what it reads without the profiler, and the processes it starts
+    # load no runtime. An AddressSanitizer build among them refused to start
+    # ("ASan runtime does not come first in initial library list"), and the
+    # test's shell, which runs it, was not even profiled by that run.
+    asan = build_program("echo_exit", tmp_path, flags=("-g", "-O1", "-fsanitize=address"))
+    script = f"echo in | {asan}; echo status $?; env | LC_ALL=C sort"
+    plain, profiled = run_both(["sh", "-c", script], env=coz_env(), profile=tmp_path / "e.coz")
+    assert b"in\nstatus 7\n" in plain.stdout, plain.stdout
+    assert_same_behaviour(plain, profiled)
+    # An exec of the profiled process is profiled, and its image gets the
+    # environment the exec passed too (the wrapper script's `exec app`).
+    plain, profiled = run_both(["sh", "-c", "export KNOB=1; exec env"], env=coz_env(), profile=tmp_path / "x.coz")
+    assert b"KNOB=1\n" in plain.stdout
+    assert_same_behaviour(plain, profiled, sort_lines=True)
+    shell, program = runs_of(tmp_path / "x.coz")
+    assert shell[-1]["reason"] == "exec" and program[-1]["type"] == "shutdown"
+    assert os.path.basename(program[0]["argv0"]) == "env"
+    # With --follow-children the children need the variables, and keep them.
+    r = coz_run(["--follow-children", *FAST, "-o", str(tmp_path / "f.coz")], ["sh", "-c", "env"])
+    assert "COZ_FOLLOW_CHILDREN=1" in r.stdout.decode() and "LD_PRELOAD=" in r.stdout.decode()

@@ -27,6 +27,7 @@
 #include "clock.h"
 #include "counters.h"
 #include "delays.h"
+#include "environment.h"
 #include "experiment.h"
 #include "locks.h"
 #include "profile_writer.h"
@@ -51,6 +52,35 @@ EnvLookup env_of(const std::map<std::string, std::string>& m) {
   };
 }
 }  // namespace
+
+TEST(Environment, PreloadWithoutTheRuntimeKeepsTheOthersAsWritten) {
+  auto is_self = [](const std::string& e) { return e == "/x/libcoz.so"; };
+  std::string self;
+  EXPECT_EQ(coz::preload_without("/x/libcoz.so", is_self, &self), "");
+  EXPECT_EQ(self, "/x/libcoz.so");
+  EXPECT_EQ(coz::preload_without("/x/libcoz.so:/j/libjemalloc.so", is_self, &self), "/j/libjemalloc.so");
+  EXPECT_EQ(coz::preload_without("/a.so /x/libcoz.so  /b.so", is_self, &self), "/a.so /b.so");
+  EXPECT_EQ(coz::preload_without("/a.so:/x/libcoz.so", is_self, &self), "/a.so");
+  EXPECT_EQ(coz::preload_without("/a.so:/b.so", is_self, &self), "/a.so:/b.so");
+  EXPECT_EQ(self, "");
+}
+
+TEST(Environment, AnExecOfTheProfiledProcessGetsTheVariablesBack) {
+  const std::vector<const char*> names = {"COZ_OUTPUT", "COZ_LAUNCHER_PID"};
+  const std::vector<std::string> saved = {"COZ_OUTPUT=/p.coz", "COZ_LAUNCHER_PID=7"};
+  const char* plain[] = {"PATH=/bin", "COZ_OUTPUT=stale", "KNOB=1", nullptr};
+  EXPECT_EQ(coz::exec_environment(plain, saved, "/x/libcoz.so", names),
+            (std::vector<std::string>{"PATH=/bin", "KNOB=1", "COZ_OUTPUT=/p.coz", "COZ_LAUNCHER_PID=7",
+                                      "LD_PRELOAD=/x/libcoz.so"}));
+  const char* preloading[] = {"LD_PRELOAD=/j.so", "COZ_KNOB=own", nullptr};
+  EXPECT_EQ(coz::exec_environment(preloading, saved, "/x/libcoz.so", names),
+            (std::vector<std::string>{"COZ_KNOB=own", "COZ_OUTPUT=/p.coz", "COZ_LAUNCHER_PID=7",
+                                      "LD_PRELOAD=/x/libcoz.so:/j.so"}));
+  const char* empty[] = {nullptr};
+  EXPECT_EQ(coz::exec_environment(empty, {}, "", names), std::vector<std::string>{});
+  EXPECT_EQ(coz::exec_environment(preloading, {}, "", names),
+            (std::vector<std::string>{"COZ_KNOB=own", "LD_PRELOAD=/j.so"}));
+}
 
 TEST(ThreadName, KeepsFifteenBytesAndTellsWhenNeverSet) {
   coz::ThreadName n;

@@ -1,7 +1,10 @@
 /* Run by tests/e2e/test_front_run.py under `coz run`, as the program the
  * native front starts (libcoz/front_run.c).
  *   front_probe env STATUS   prints the runtime's variables it was given
- *                            ("env NAME=VALUE"), its open descriptors
+ *                            ("env NAME=VALUE", from /proc/self/environ:
+ *                            the block it started with), the ones it sees
+ *                            in its environment ("sees NAME=VALUE": the
+ *                            runtime takes them out), its open descriptors
  *                            ("fd N"), its SIGINT, SIGQUIT and SIGPIPE
  *                            dispositions and blocked signals ("sig NAME
  *                            default|ignored|blocked"); exits with STATUS.
@@ -31,8 +34,15 @@ static void disposition(const char *name, int sig) {
 
 int main(int argc, char **argv) {
   if (argc >= 3 && strcmp(argv[1], "env") == 0) {
+    static char block[1 << 16];
+    FILE *f = fopen("/proc/self/environ", "r");
+    size_t n = f ? fread(block, 1, sizeof block - 1, f) : 0;
+    if (f) fclose(f);
+    for (size_t at = 0; at < n; at += strlen(block + at) + 1)
+      if (strncmp(block + at, "COZ_", 4) == 0 || strncmp(block + at, "LD_PRELOAD=", 11) == 0)
+        printf("env %s\n", block + at);
     for (char **e = environ; *e; ++e)
-      if (strncmp(*e, "COZ_", 4) == 0 || strncmp(*e, "LD_PRELOAD=", 11) == 0) printf("env %s\n", *e);
+      if (strncmp(*e, "COZ_", 4) == 0 || strncmp(*e, "LD_PRELOAD=", 11) == 0) printf("sees %s\n", *e);
     DIR *d = opendir("/proc/self/fd");
     for (struct dirent *f; d && (f = readdir(d));)
       if (f->d_name[0] != '.' && atoi(f->d_name) != dirfd(d)) printf("fd %s\n", f->d_name);
