@@ -674,7 +674,9 @@ void runtime_init() {
   g_config = new Config(config);
 
   bool root = config.launcher_pid == 0 || getppid() == config.launcher_pid;
-  if (!config.follow_children) {  // (followed children need the variables)
+  // Followed children need the variables; so does every process when the
+  // runtime was preloaded by hand (no launcher: whoever loads it is profiled).
+  if (!config.follow_children && config.launcher_pid != 0) {
     Dl_info self{};
     dladdr(reinterpret_cast<void*>(&runtime_init), &self);
     hide_runtime_environment(config_variables(), self.dli_fname, root);
