@@ -151,7 +151,7 @@ def test_serial_chain_line_predicts_its_share_of_the_round(build, tmp_path, whic
 # less at random.
 TWO_THREADS_US = (6500, 3250)
 TWO_THREADS_MS = "12000"       # wall time of a profiled run: about 45 experiments
-TWO_THREADS_REAL_MS = "3000"   # wall time of the run measuring the real speedups
+TWO_THREADS_REAL_MS = "3000"   # wall time of each of the three runs measuring the real speedups
 TWO_THREADS_EXPERIMENT = "250ms"
 
 
@@ -159,7 +159,7 @@ def measure_two_threads_real(exe, out):
     """Real program speedups of two_threads: {"long_25", "long_75", "long_90",
     "short_50", "period_ms"}.
 
-    One run takes five settings in turn, round by round: as profiled, LONG
+    A run takes five settings in turn, round by round: as profiled, LONG
     with 3/4 of its work (sped up by 25%), LONG with 1/4 (by 75%: shorter
     than SHORT, where the gain stops when the CPUs are free), LONG with 1/10
     (by 90%: beside other work, LONG's time on a CPU still slows SHORT, and
@@ -170,16 +170,25 @@ def measure_two_threads_real(exe, out):
     long_us, short_us = TWO_THREADS_US
     settings = [(long_us, short_us), (long_us * 3 // 4, short_us), (long_us // 4, short_us),
                 (long_us // 10, short_us), (long_us, short_us // 2)]
-    r = coz_run(["--fixed-speedup", "0", "-o", str(out)],
-                [exe, TWO_THREADS_REAL_MS, *[str(v) for s in settings for v in s]])
-    assert r.returncode == 0, r.stderr.decode()
     # Median rounds: a round stalled for long (the machine busy elsewhere, the
-    # profiler reading debug information at start) does not move them.
-    period = [s["median_round_ns"] for s in printed(r.stdout, "setting")]
-    assert len(period) == 5, r.stdout
-    return {"long_25": 1 - period[1] / period[0], "long_75": 1 - period[2] / period[0],
-            "long_90": 1 - period[3] / period[0], "short_50": 1 - period[4] / period[0],
-            "period_ms": period[0] / 1e6}
+    # profiler reading debug information at start) does not move them. And
+    # each gain the median of three runs' (each run's settings met the same
+    # conditions): one run of the suite under load (2026-11-30) read rounds
+    # of 19 ms for the program as profiled against 7.2 ms with SHORT halved,
+    # where runs beside a busy loop read 10.3-10.7 and 8.6-9.0 ms (6 runs):
+    # SHORT at 50% "really" gained 62%, and both tests of the module compared
+    # their predictions with that.
+    runs = []
+    for _ in range(3):
+        r = coz_run(["--fixed-speedup", "0", "-o", str(out)],
+                    [exe, TWO_THREADS_REAL_MS, *[str(v) for s in settings for v in s]])
+        assert r.returncode == 0, r.stderr.decode()
+        period = [s["median_round_ns"] for s in printed(r.stdout, "setting")]
+        assert len(period) == 5, r.stdout
+        runs.append({"long_25": 1 - period[1] / period[0], "long_75": 1 - period[2] / period[0],
+                     "long_90": 1 - period[3] / period[0], "short_50": 1 - period[4] / period[0],
+                     "period_ms": period[0] / 1e6})
+    return {key: median(run[key] for run in runs) for key in runs[0]}
 
 
 @pytest.fixture(scope="module")
