@@ -11,6 +11,7 @@
 #include <new>
 
 #include "runtime.h"
+#include "kept.h"
 
 namespace coz {
 
@@ -150,6 +151,7 @@ void publish_loaded_objects(std::vector<LoadedObject> objects) {
     g_find_object.store(reinterpret_cast<FindObjectFn>(dlsym(RTLD_DEFAULT, "_dl_find_object")));
   }
   auto* p = new Published;
+  kept_for_readers(p);
   p->objects = std::move(objects);
   p->infos.resize(p->objects.size());
   p->probe.resize(p->objects.size());

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kept.h"
+
 namespace coz {
 
 Shared g_shared;
@@ -18,7 +20,9 @@ const RangeSet* make_range_set(std::vector<AddrRange> ranges) {
   }
   AddrRange* copy = new AddrRange[merged.size() ? merged.size() : 1];
   std::copy(merged.begin(), merged.end(), copy);
-  return new RangeSet{merged.size(), copy};
+  const RangeSet* set = new RangeSet{merged.size(), copy};
+  kept_for_readers(set);  // (and its ranges, which only it points to)
+  return set;
 }
 
 }  // namespace coz

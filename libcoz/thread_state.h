@@ -39,7 +39,7 @@ struct RangeSet {
   }
 };
 
-// Builds a RangeSet (sorted, merged) on the heap; never freed.
+// Builds a RangeSet (sorted, merged) on the heap; never freed (kept_for_readers).
 const RangeSet* make_range_set(std::vector<AddrRange> ranges);
 
 // One sample as the sampled thread hands it to the profiler thread: its

@@ -148,6 +148,22 @@ def test_beside_preloaded_allocator(tmp_path, allocator):
     assert any(r["type"] == "experiment" for r in recs)
 
 
+def test_an_address_sanitizer_build(tmp_path):
+    # AddressSanitizer wants its runtime first in the initial library list:
+    # profiled, the program needs ASAN_OPTIONS=verify_asan_link_order=0
+    # (docs/troubleshooting.md). Then LeakSanitizer, at exit, reported the
+    # objects the runtime publishes to its signal handlers and never frees,
+    # and the program's exit status was 1.
+    exe = build_program("hostile_alloc", tmp_path, flags=("-g", "-O1", "-fsanitize=address"))
+    env = {"ASAN_OPTIONS": "verify_asan_link_order=0"}
+    plain, profiled = run_both([exe], env=env, profile=tmp_path / "p.coz")
+    assert plain.returncode == 0, plain.stderr.decode()
+    assert_same_behaviour(plain, profiled)
+    recs = records(tmp_path / "p.coz")
+    assert recs[-1]["type"] == "shutdown"
+    assert any(r["type"] == "experiment" for r in recs)
+
+
 def test_program_with_its_own_malloc(tmp_path):
     exe = build_program("hostile_alloc", tmp_path, flags=("-g", "-O1", "-DOWN_MALLOC"))
     plain, profiled = run_both([exe], profile=tmp_path / "p.coz")
