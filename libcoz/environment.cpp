@@ -81,26 +81,32 @@ std::vector<std::string> exec_environment(const char* const* envp, const std::ve
 }
 
 void hide_runtime_environment(const std::vector<const char*>& names, const char* self_path, bool profiled) {
+  // The runtime's entry of LD_PRELOAD first: without it (not found there),
+  // nothing is hidden. Children would load the runtime all the same, and
+  // without its variables each would take itself for a process preloaded
+  // by hand, and profile itself.
+  const char* preload = getenv("LD_PRELOAD");
+  if (!preload) return;
+  struct stat own;
+  const bool known = self_path && stat(self_path, &own) == 0;
   Hidden* h = new Hidden();
+  std::string rest = preload_without(preload, [&](const std::string& entry) {
+    if (self_path && entry == self_path) return true;
+    struct stat st;
+    return known && stat(entry.c_str(), &st) == 0 && st.st_dev == own.st_dev && st.st_ino == own.st_ino;
+  }, &h->self);
+  if (h->self.empty()) {
+    delete h;
+    return;
+  }
+  if (rest.find_first_not_of(": ") == std::string::npos) unsetenv("LD_PRELOAD");
+  else setenv("LD_PRELOAD", rest.c_str(), 1);
   h->names = names;
   for (const char* name : names) {
     const char* v = getenv(name);
     if (!v) continue;
     h->saved.push_back(std::string(name) + "=" + v);
     unsetenv(name);
-  }
-  struct stat own;
-  const bool known = self_path && stat(self_path, &own) == 0;
-  if (const char* preload = getenv("LD_PRELOAD")) {
-    std::string rest = preload_without(preload, [&](const std::string& entry) {
-      if (self_path && entry == self_path) return true;
-      struct stat st;
-      return known && stat(entry.c_str(), &st) == 0 && st.st_dev == own.st_dev && st.st_ino == own.st_ino;
-    }, &h->self);
-    if (!h->self.empty()) {
-      if (rest.find_first_not_of(": ") == std::string::npos) unsetenv("LD_PRELOAD");
-      else setenv("LD_PRELOAD", rest.c_str(), 1);
-    }
   }
   if (profiled) h->pid = sys(SYS_getpid);
   g_hidden = h;

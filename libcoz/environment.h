@@ -38,9 +38,10 @@ std::vector<std::string> exec_environment(const char* const* envp, const std::ve
                                           const std::string& self, const std::vector<const char*>& names);
 
 // Takes the runtime's variables (`names`, and the entry of LD_PRELOAD that
-// is this runtime's object, `self_path`) out of the environment. With
-// `profiled`, this process's execs get them back (ExecEnvironment).
-// Before the program's threads run (the runtime's start).
+// is this runtime's object, `self_path`) out of the environment; none of
+// them when LD_PRELOAD has no such entry. With `profiled`, this process's
+// execs get them back (ExecEnvironment). Before the program's threads run
+// (the runtime's start).
 void hide_runtime_environment(const std::vector<const char*>& names, const char* self_path, bool profiled);
 
 // The environment to pass to an exec of `envp` (`environ` for the forms

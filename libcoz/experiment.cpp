@@ -394,8 +394,7 @@ void Profiler::drain() {
     if (ended && t->tid) {  // ended: its record is written once its samples are counted
       ThreadInfo& info = threads_[t->tid];
       info.record.end_ns = t->end_ns;
-      info.record.cpu_clock_ns = t->cpu_clock_ns;
-      note_name(t, &info);  // (as it was at the thread's end)
+      info.record.cpu_clock_ns = t->cpu_clock_ns;  // (its name, as at its end: note_name above)
       ended_.push_back(t->tid);
       if (!sampler_cpu_rings()) {  // (else counted from the CPU rings: write_counters)
         if (t->migrations >= 0) migrations_ += t->migrations;

@@ -27,9 +27,8 @@ is documented on the function. `coz report --top/--list` (report.py) and
 import os
 import re
 
-from . import profile as profile_mod
 from .errors import CozError
-from .profile import WAIT_KINDS
+from .profile import KILLED, WAIT_KINDS
 
 CPU = "cpu"
 KINDS = (CPU,) + WAIT_KINDS
@@ -163,7 +162,7 @@ def require_stacks(profile):
             raise CozError("the profile has no stacks: its runs wrote none yet",
                            hint="a run writes its stacks about a second after its start, then "
                                 "every tenth of its time, and at its end: this one still runs, or "
-                                f"ended without its final records ({profile_mod.KILLED})")
+                                f"ended without its final records ({KILLED})")
         raise CozError("the profile has no stacks: it holds no conventional profile",
                        hint="stacks are written by this project's runtime since format 1 "
                             "(coz run); upstream COZ's profiles and older ones have only "

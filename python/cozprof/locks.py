@@ -14,8 +14,8 @@ import heapq
 import math
 import re
 
-from . import profile as profile_mod
 from .errors import CozError
+from .profile import KILLED
 
 SCHEMA = 1
 
@@ -82,7 +82,7 @@ def choose_run(profile, pid=None):
         if profile.lacks_final_records():
             # (counters are written at the stack flushes, and at the end: a
             # program that took no lock writes its joins and groups at the end only)
-            hint = (f"the run ended without its final records ({profile_mod.KILLED}), or still runs: "
+            hint = (f"the run ended without its final records ({KILLED}), or still runs: "
                     "it wrote no counters before")
         raise CozError("no synchronization counters in " + ", ".join(profile.paths), hint=hint)
     else:
