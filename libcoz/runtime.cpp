@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -381,9 +382,18 @@ void on_final_signal(int sig, siginfo_t* si, void*) {
   errno = saved;
 }
 
+struct SignalWork {
+  ThreadState* t;
+  void* uc;
+  int overrun;
+};
+
 // runs in signal context: the sample signal. Ours when it comes from our
 // perf descriptor or timer; anything else the program sent goes to the
-// program's own handler for it.
+// program's own handler for it. It is installed with SA_ONSTACK (Go requires
+// it of every handler), and its own work moves to the runtime's stack for
+// the thread (run_on_signal_stack): the program's alternate stack holds
+// only the kernel's frame and this function's.
 void on_sample_signal(int sig, siginfo_t* si, void* uc) {
   int saved = errno;
   ThreadState* t = tls_state;
@@ -391,10 +401,18 @@ void on_sample_signal(int sig, siginfo_t* si, void* uc) {
                    si->si_code == POLL_ERR || si->si_code == POLL_PRI || si->si_code == POLL_OUT;
   if (si->si_code == SI_TIMER && t && t->has_timer && si->si_value.sival_ptr == t) {
     RuntimeGuard guard;  // libunwind's own locks are not waits of the program
-    process_timer_sample(t, uc, si->si_overrun);
+    SignalWork w{t, uc, si->si_overrun};
+    run_on_signal_stack(t, [](void* p) {
+      auto* w = static_cast<SignalWork*>(p);
+      process_timer_sample(w->t, w->uc, w->overrun);
+    }, &w);
   } else if (from_poll && t && t->perf_fd >= 0 && si->si_fd == t->perf_fd) {
     RuntimeGuard guard;
-    process_samples(t, uc);
+    SignalWork w{t, uc, 0};
+    run_on_signal_stack(t, [](void* p) {
+      auto* w = static_cast<SignalWork*>(p);
+      process_samples(w->t, w->uc);
+    }, &w);
   } else {
     // The program's own: its timers, its O_ASYNC descriptors, sigqueue, kill.
     struct sigaction& pa = g_program_action[sig];
@@ -414,8 +432,12 @@ void on_sample_signal(int sig, siginfo_t* si, void* uc) {
         pa.sa_handler = SIG_DFL;
         pa.sa_flags &= ~SA_SIGINFO;
       }
-      sigset_t old;
-      real_pthread_sigmask()(SIG_BLOCK, &h.sa_mask, &old);
+      // (This handler blocks nearly every signal: the mask is the one the
+      // signal interrupted, with the handler's own added.)
+      sigset_t mask = static_cast<ucontext_t*>(uc)->uc_sigmask, old;
+      sigorset(&mask, &mask, &h.sa_mask);
+      if (!(h.sa_flags & SA_NODEFER)) sigaddset(&mask, sig);
+      real_pthread_sigmask()(SIG_SETMASK, &mask, &old);
       if (h.sa_flags & SA_SIGINFO) h.sa_sigaction(sig, si, uc);
       else h.sa_handler(sig);
       real_pthread_sigmask()(SIG_SETMASK, &old, nullptr);
@@ -430,6 +452,21 @@ void install_handler(int sig, void (*fn)(int, siginfo_t*, void*)) {
   sa.sa_sigaction = fn;
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
+  real_sigaction()(sig, &sa, nullptr);
+}
+
+// The sample signal's handler: on the thread's alternate stack, if it has
+// one (SA_ONSTACK), and with every signal but the faults blocked while it
+// runs. Its work runs on the runtime's stack, where the kernel does not
+// know the thread is still using the alternate stack: a signal nested then
+// would be given the top of that stack, over this handler's frame.
+void install_sample_handler(int sig) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_sample_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+  sigfillset(&sa.sa_mask);
+  for (int fault : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS}) sigdelset(&sa.sa_mask, fault);
   real_sigaction()(sig, &sa, nullptr);
 }
 
@@ -451,7 +488,7 @@ void install_signals() {
   Locked g(g_signal_lock);
   int ss = sample_signal();
   real_sigaction()(ss, nullptr, &g_program_action[ss]);
-  install_handler(ss, on_sample_signal);
+  install_sample_handler(ss);
   for (int sig = 1; sig < _NSIG; sig++) {
     if (!is_final_signal(sig)) continue;
     real_sigaction()(sig, nullptr, &g_program_action[sig]);

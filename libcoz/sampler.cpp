@@ -818,6 +818,25 @@ uint64_t rerandomize_period(ThreadState* t) {
   return t->period_ns;
 }
 
+namespace {
+constexpr size_t kSignalStackBytes = 64 * 1024;  // an unmapped page at its low end
+constexpr size_t kSignalGuardBytes = 4096;
+}  // namespace
+
+void run_on_signal_stack(ThreadState* t, void (*fn)(void*), void* arg) {
+  if (!t->signal_stack) {
+    long p = sys(SYS_mmap, nullptr, kSignalStackBytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+    if (p == -1) return fn(arg);
+    if (sys(SYS_mprotect, p, kSignalGuardBytes, PROT_NONE) != 0) {
+      sys(SYS_munmap, p, kSignalStackBytes);
+      return fn(arg);
+    }
+    t->signal_stack = reinterpret_cast<char*>(p);
+  }
+  call_on_stack(fn, arg, t->signal_stack + kSignalStackBytes);
+}
+
 void sampler_forget(ThreadState* t) {
   if (t->page) munmap(t->page, t->mmap_len);
   t->page = nullptr;
@@ -830,6 +849,11 @@ void sampler_forget(ThreadState* t) {
   for (int i = 0; i < t->bp_count; i++)
     if (t->bp_fds[i] >= 0) close(t->bp_fds[i]);
   t->bp_count = 0;
+  // Last: a late signal that still found a descriptor or timer above would
+  // have mapped it again.
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (t->signal_stack) sys(SYS_munmap, t->signal_stack, kSignalStackBytes);
+  t->signal_stack = nullptr;
 }
 
 void stamp_wake_paying(ThreadState* t, const void* object) {

@@ -94,6 +94,16 @@ inline void stamp_wake(ThreadState* t, const void* object) {
   if (shared().paying.load(std::memory_order_relaxed)) stamp_wake_paying(t, object);
 }
 
+// [sig] Runs fn(arg) on the thread's own stack for the runtime's signal
+// work, mapped at its first use (with an unmapped page below it), or on the
+// current stack if that mapping fails. The sample signal's handler runs on
+// the thread's alternate signal stack when it has one (SA_ONSTACK, which Go
+// requires of every handler: its goroutines' stacks are 2 KiB), and such a
+// stack can be small (Rust's threads have 8 KiB, of which the kernel's signal
+// frame takes up to 3.4 KiB with AVX-512), while unwinding a sample with
+// libunwind takes about 6 KiB: the work moves to this stack.
+void run_on_signal_stack(ThreadState* t, void (*fn)(void*), void* arg);
+
 // The timer sampler's signal: the interrupted context is the sample, worth
 // 1 + `overrun` periods (si_overrun). Safe in signal context.
 void process_timer_sample(ThreadState* t, void* ucontext, int overrun);

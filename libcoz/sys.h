@@ -34,4 +34,19 @@ inline long sys(long n, Args... args) {
 
 inline long sys(long n) { return sys6(n, 0, 0, 0, 0, 0, 0); }
 
+// Calls fn(arg) with the stack pointer at `top` (16-byte aligned, the high
+// end of a stack the caller owns), and returns on the caller's stack.
+inline void call_on_stack(void (*fn)(void*), void* arg, void* top) {
+  __asm__ volatile(
+      "mov %%rsp, %%rbx\n\t"
+      "mov %[top], %%rsp\n\t"
+      "call *%[fn]\n\t"
+      "mov %%rbx, %%rsp"
+      : [fn] "+a"(fn), "+D"(arg), [top] "+S"(top)
+      :
+      : "rbx", "rcx", "rdx", "r8", "r9", "r10", "r11", "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3",
+        "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14",
+        "xmm15", "st", "st(1)", "st(2)", "st(3)", "st(4)", "st(5)", "st(6)", "st(7)");
+}
+
 }  // namespace coz

@@ -305,6 +305,9 @@ struct ThreadState {
   bool counts_moves = false;
   uint32_t last_cpu = UINT32_MAX;
   int64_t cpu_moves = 0;
+  // The stack the sample signal's work runs on (run_on_signal_stack), mapped
+  // at its first use; unmapped by sampler_forget.
+  char* signal_stack = nullptr;
   // Timer sampler: the thread's /proc/thread-self/schedstat, opened at its
   // start and kept high (-1: not open; each read then opens it).
   int schedstat_fd = -1;

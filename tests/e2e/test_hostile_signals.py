@@ -101,6 +101,31 @@ def test_the_timer_sampler_counts_each_threads_wait_for_a_cpu(tmp_path):
         assert abs(t["wait_ns"]["sched"] - idle) < 0.1 * life, t
 
 
+@pytest.mark.parametrize("sampler", ["perf_event", "timer"])
+def test_the_sample_signal_takes_little_of_an_alternate_stack_and_none_of_a_small_one(tmp_path, sampler):
+    # Two threads run their work on 2 KiB stacks with an unmapped page below,
+    # as Go runs goroutines, and have 64 KiB alternate signal stacks. The
+    # sample signal must run on the alternate stack (SA_ONSTACK; on the
+    # small one its frame overflowed, and a Go program crashed), and take
+    # little of it: Rust's threads have 8 KiB there, and unwinding a sample
+    # takes about 6 KiB, so that work moves to the runtime's own stack.
+    exe = build_program("small_stacks", tmp_path)
+    # (The seccomp filter that refuses perf_event_open wraps the launcher.)
+    wrap = [build_program("hostile_noperf", tmp_path)] if sampler == "timer" else []
+    out = tmp_path / "s.coz"
+    r = subprocess.run([*wrap, sys.executable, "-m", "cozprof", "run", *FAST, "-o", str(out), "---", exe, "1500"],
+                       capture_output=True, env=coz_env(), timeout=60)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    fields = dict(kv.split("=") for kv in r.stdout.decode().split()[1:])
+    used, frame = int(fields["altstack_used"]), int(fields["frame"])
+    # frame: what a signal to an empty handler takes, measured by the program.
+    assert frame < used <= frame + 1024, fields
+    recs = records(out)
+    assert recs[0]["sampler"] == sampler
+    assert recs[-1]["type"] == "shutdown" and recs[-1]["samples"] > 100
+    assert len([x for x in recs if x["type"] == "experiment"]) >= 5
+
+
 def _start(command, profiled, out=None, group=False):
     cmd = command
     if profiled:
