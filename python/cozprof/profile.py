@@ -372,7 +372,8 @@ def cut_runs(runs):
 
 
 # How a run ends without its final records, when nothing says which.
-KILLED = "killed by SIGKILL or the out-of-memory killer"
+KILLED = ("killed by SIGKILL or the out-of-memory killer, or it made the exit system call itself, "
+          "as Go programs do")
 
 
 def abrupt_warning(n, runs, cause=KILLED):

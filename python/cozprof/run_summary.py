@@ -375,10 +375,11 @@ def summary_line(figures, files, outputs):
 START_FAILED_STATUS = 125
 
 
-def abrupt_lines(runs, root_pid, killed_by=None):
+def abrupt_lines(runs, root_pid, killed_by=None, exit_status=None):
     """A warning when runs ended without their final records (SIGKILL, the
-    OOM killer): what the profile lacks. `killed_by`: the signal that ended
-    the program, when the launcher saw one."""
+    OOM killer, a raw exit system call): what the profile lacks. `killed_by`:
+    the signal that ended the program, when the launcher saw one;
+    `exit_status`: its status, when it exited."""
     from . import profile as profile_mod
 
     abrupt, live = profile_mod.cut_runs(runs)  # (live: a child that outlives the program)
@@ -386,7 +387,12 @@ def abrupt_lines(runs, root_pid, killed_by=None):
     if not abrupt:
         return lines
     cause = profile_mod.KILLED
-    if killed_by and len(abrupt) == 1 and abrupt[0].startup.get("pid") == root_pid:
+    the_program = len(abrupt) == 1 and abrupt[0].startup.get("pid") == root_pid
+    if the_program and not killed_by and exit_status is not None:
+        # exit() and _exit() write them: it left by the system call itself.
+        cause = (f"it exited with status {exit_status} by the exit system call itself, not through "
+                 "exit() or _exit(), as Go programs do")
+    if killed_by and the_program:
         import signal  # (with enum: not before the program, whose start it would delay)
 
         try:
@@ -429,7 +435,7 @@ def report(outputs, root_pid, exit_status=None, wall_s=None, killed_by=None):
     notes = [PREFIX + f"the run ended before writing its final totals; {path} has those of "
                       "its last checkpoint" for path in recovered]
     notes += children_notes(runs)
-    return (warning_lines(runs) + abrupt_lines(runs, root_pid, killed_by) + notes
+    return (warning_lines(runs) + abrupt_lines(runs, root_pid, killed_by, exit_status) + notes
             + [summary_line(summarize(runs, wall_s), [p for p, _ in written], outputs)])
 
 

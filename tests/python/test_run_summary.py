@@ -252,7 +252,16 @@ def test_runs_without_final_records_are_said_with_what_they_lack():
     # The signal is the program's: a child's cut run is not said to be killed by it.
     [line] = run_summary.abrupt_lines([whole, cut], 7, killed_by=9)
     assert line.startswith("coz: warning: 1 run of 2 ended without its final records (killed by SIGKILL "
-                           "or the out-of-memory killer)"), line
+                           "or the out-of-memory killer, or it made the exit system call itself, as Go "
+                           "programs do)"), line
+    # The program exited, with a status, and yet wrote no final records: it
+    # did not pass through exit() or _exit() (a Go program).
+    [line] = run_summary.abrupt_lines([cut], 8, exit_status=0)
+    assert line.startswith("coz: warning: the run ended without its final records (it exited with status 0 "
+                           "by the exit system call itself, not through exit() or _exit(), as Go programs "
+                           "do): its thread table"), line
+    [line] = run_summary.abrupt_lines([whole, cut], 7, exit_status=0)  # (a child's)
+    assert "(killed by SIGKILL or the out-of-memory killer, or" in line, line
     # Upstream's formats have no shutdown record: nothing was cut.
     legacy = profile.Run("x.coz", 0, "legacy", {})
     assert run_summary.abrupt_lines([legacy], 0, killed_by=9) == []
