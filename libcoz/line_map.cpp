@@ -72,6 +72,7 @@ std::string self_exe_path() {
 struct LineEntry : Line {
   std::vector<AddrRange> ranges;  // run-time addresses
   bool merged = true;             // `ranges` sorted and merged
+  uintptr_t first_statement = UINTPTR_MAX;  // lowest start of a row marked is_stmt
 };
 
 struct FileRec {
@@ -369,6 +370,9 @@ struct LineMap::Impl {
         o->table.push_back({r.start, r.end, e});
         e->ranges.push_back(r);
         e->merged = false;
+        bool stmt = false;
+        if (dwarf_linebeginstatement(l, &stmt) == 0 && stmt && r.start < e->first_statement)
+          e->first_statement = r.start;
       }
     }
 
@@ -524,6 +528,15 @@ std::vector<AddrRange> LineMap::ranges_of(const Line* line) {
     e->merged = true;
   }
   return e->ranges;
+}
+
+uintptr_t LineMap::entry_address(const Line* line) {
+  std::vector<AddrRange> r = ranges_of(line);
+  if (r.empty()) return 0;
+  uintptr_t stmt = static_cast<const LineEntry*>(line)->first_statement;
+  for (const AddrRange& a : r)
+    if (stmt >= a.start && stmt < a.end) return stmt;
+  return r[0].start;
 }
 
 bool file_names_path(const std::string& file_given, const std::string& path) {

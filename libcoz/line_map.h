@@ -83,6 +83,13 @@ class LineMap {
   // All run-time address ranges whose line is `line` (a line can appear in
   // many places: inlining, unrolling, templates). Sorted, merged.
   std::vector<AddrRange> ranges_of(const Line* line);
+  // Where the line's code begins, for a breakpoint that counts its runs:
+  // the lowest address of a row the compiler marked as the start of a
+  // statement (is_stmt), as debuggers choose; the lowest address of the
+  // line when none is. A line's lowest address can be a fragment only some
+  // runs reach: in a Go loop, the code after a mutex's slow path. 0 when
+  // the line has no code.
+  uintptr_t entry_address(const Line* line);
 
   // Lines matching "file:line" where file matches the end of the path at a
   // '/' boundary ("app.c:12" matches "/src/app.c:12"). Empty when none.

@@ -799,10 +799,8 @@ void runtime_init() {
       if (found.empty())
         fail_start("--progress " + p + " matches no line with code in the binary scope (" + scope_text() + ")",
                    "check the file name and line number, or widen --binary-scope");
-      std::vector<AddrRange> r = g_lines->ranges_of(found[0]);
-      std::vector<uintptr_t> addrs;
-      for (const AddrRange& a : r) addrs.push_back(a.start);
-      bps.emplace_back(p, addrs);
+      // One hardware breakpoint per point: at the line's entry.
+      bps.emplace_back(p, std::vector<uintptr_t>{g_lines->entry_address(found[0])});
     }
     if (bps.size() > static_cast<size_t>(ThreadState::kMaxBreakpoints))
       fail_start("at most 4 --progress points can be counted with hardware breakpoints", nullptr);

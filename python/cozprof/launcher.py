@@ -435,7 +435,8 @@ def check_preloadable(path):
                        status=EXIT_CANNOT_EXECUTE) from None
     raise CozError(f"{path} is statically linked: preloading cannot work",
                    hint="libcoz.so needs the dynamic loader; link the program dynamically "
-                        "(drop -static)", status=EXIT_CANNOT_EXECUTE)
+                        "(drop -static; a Go program: build it with cgo, CGO_ENABLED=1)",
+                   status=EXIT_CANNOT_EXECUTE)
 
 
 def check_library(path, program=None, program_head=None):

@@ -185,6 +185,27 @@ TEST(LineMapScope, DefaultBinaryScopeIsMainOnly) {
   EXPECT_FALSE(m.in_scope_text().empty());
 }
 
+TEST(LineMapEntry, ABreakpointGoesWhereTheLinesStatementBegins) {
+  // fixture_stmt.s: line 3 has code at stmt_fn+0 (not a statement start)
+  // and at stmt_fn+3 (one). A progress breakpoint at +0 would count only
+  // the runs that pass the fragment.
+  const std::string exe = kBin + "/lm_stmt";
+  coz::LineMap m({}, {"%"});
+  ASSERT_TRUE(m.add_object(exe, 0, true));
+  Symbol fn = must_symbol(exe, "stmt_fn");
+  std::vector<const coz::Line*> three = m.find("fixture_stmt.c:3");
+  ASSERT_EQ(three.size(), 1u);
+  std::vector<coz::AddrRange> r = m.ranges_of(three[0]);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].start, fn.addr);
+  EXPECT_EQ(m.entry_address(three[0]), fn.addr + 3);
+  // A line whose rows all start statements: its lowest address.
+  std::vector<const coz::Line*> four = m.find("fixture_stmt.c:4");
+  ASSERT_EQ(four.size(), 1u);
+  EXPECT_EQ(m.entry_address(four[0]), fn.addr + 2);
+  EXPECT_EQ(m.entry_address(nullptr), 0u);
+}
+
 TEST(LineMapScope, PathPatternsMatchFullPath) {
   coz::LineMap m({"%/lm_dwarf4"}, {"%"});
   EXPECT_FALSE(m.add_object(kBin + "/lm_dwarf5", 0, true));  // MAIN not in scope
