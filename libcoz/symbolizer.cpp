@@ -12,9 +12,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "debuginfo.h"
+#include "symbol_index.h"
 #include "loaded_objects.h"
 
 namespace coz {
@@ -40,6 +42,7 @@ struct Object {
   // addresses): read on the first address that no symbol names.
   bool read_unwind_ranges = false;
   std::vector<std::pair<uintptr_t, uintptr_t>> unwind_ranges;
+  std::unique_ptr<SymbolIndex> symbols;  // built on its first address named from the symbol table
   ~Object() {
     if (dwfl) dwfl_end(dwfl);
   }
@@ -408,14 +411,13 @@ Symbolized Symbolizer::symbolize(uintptr_t pc) {
   // there): the symbol table, the object's own or its debug file's (whose
   // .symtab names the static functions a stripped library's .dynsym lacks,
   // such as libc's start_thread).
-  GElf_Sym sym;
-  GElf_Word shndx = 0;
-  const char* name = dwfl_module_addrsym(o->module, addr, &sym, &shndx);
-  if (name) {
+  if (!o->symbols) o->symbols.reset(new SymbolIndex(o->module));
+  uintptr_t sym_start = 0;
+  if (const char* name = o->symbols->find(static_cast<uintptr_t>(addr), &sym_start)) {
     SourceFrame f;
     f.function = symbol_name(name);
     out.frames.push_back(f);
-    if (sym.st_value <= addr) out.symbol_start = static_cast<uintptr_t>(sym.st_value) + o->bias;
+    out.symbol_start = sym_start + o->bias;
   } else if (std::string plt = plt_name(o->module, addr); !plt.empty()) {
     SourceFrame f;
     f.function = plt;
