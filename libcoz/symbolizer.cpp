@@ -42,7 +42,11 @@ struct Object {
   // addresses): read on the first address that no symbol names.
   bool read_unwind_ranges = false;
   std::vector<std::pair<uintptr_t, uintptr_t>> unwind_ranges;
-  std::unique_ptr<SymbolIndex> symbols;  // built on its first address named from the symbol table
+  // Its symbol table, sorted once it has named kDirectLookups addresses
+  // (libdwfl's lookup reads the whole table each time; the sort costs about
+  // as much as 16 of those lookups, so a short run's few addresses skip it).
+  std::unique_ptr<SymbolIndex> symbols;
+  unsigned symbol_lookups = 0;
   ~Object() {
     if (dwfl) dwfl_end(dwfl);
   }
@@ -411,9 +415,19 @@ Symbolized Symbolizer::symbolize(uintptr_t pc) {
   // there): the symbol table, the object's own or its debug file's (whose
   // .symtab names the static functions a stripped library's .dynsym lacks,
   // such as libc's start_thread).
-  if (!o->symbols) o->symbols.reset(new SymbolIndex(o->module));
+  constexpr unsigned kDirectLookups = 16;
   uintptr_t sym_start = 0;
-  if (const char* name = o->symbols->find(static_cast<uintptr_t>(addr), &sym_start)) {
+  const char* name = nullptr;
+  if (!o->symbols && o->symbol_lookups++ < kDirectLookups) {
+    GElf_Sym sym;
+    GElf_Word shndx = 0;
+    name = dwfl_module_addrsym(o->module, addr, &sym, &shndx);
+    sym_start = static_cast<uintptr_t>(sym.st_value);
+  } else {
+    if (!o->symbols) o->symbols.reset(new SymbolIndex(o->module));
+    name = o->symbols->find(static_cast<uintptr_t>(addr), &sym_start);
+  }
+  if (name) {
     SourceFrame f;
     f.function = symbol_name(name);
     out.frames.push_back(f);
