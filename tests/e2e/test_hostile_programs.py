@@ -3,6 +3,7 @@ output, same exit status, same standard error but for the profiler's own
 "coz: " lines (warnings about binaries without debug information)."""
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -124,6 +125,46 @@ def test_java_program(tmp_path):
     plain, profiled = run_both(cmd, profile=tmp_path / "p.coz")
     assert plain.returncode == 4 and b"npes 20000" in plain.stdout
     assert_same_behaviour(plain, profiled)
+
+
+def _go():
+    """The Go toolchain, as scripts/bootstrap.sh looks for it (it installs none)."""
+    return shutil.which("go") or next((g for g in ["/usr/local/go/bin/go"] if os.access(g, os.X_OK)), None)
+
+
+@pytest.mark.skipif(_go() is None, reason="no Go toolchain (scripts/bootstrap.sh installs none; "
+                                          "the C program small_stacks tests the same handler)")
+def test_a_go_program(tmp_path):
+    # A Go program built with cgo: four goroutines and a sync.Mutex. It
+    # crashed at its first samples (the sample handler ran on a goroutine's
+    # 2 KiB stack); a --progress line after mu.Lock() counted nothing (its
+    # breakpoint sat on the return from the mutex's slow path); and Go's
+    # exit by the system call itself was called a SIGKILL.
+    src = os.path.join(os.path.dirname(__file__), "programs", "go_mutex")
+    exe = tmp_path / "go_mutex"
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "CGO_ENABLED": "1"}
+    subprocess.run([_go(), "build", "-o", str(exe), "."], cwd=src, env=env, check=True, timeout=300)
+    with open(os.path.join(src, "main.go")) as f:
+        line = next(i for i, text in enumerate(f, 1) if text.rstrip().endswith("// PASS"))
+    point = f"main.go:{line}"
+    out = tmp_path / "g.coz"
+    r = coz_run(["-o", str(out), "--experiment-length", "100ms", "-p", point], [str(exe), "2000"])
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    passes = int(re.search(rb"go_mutex passes=(\d+)", r.stdout).group(1))
+    exps = [x for x in records(out) if x["type"] == "experiment"]
+    assert len(exps) >= 5
+    counted = sum(p["delta"] for x in exps for p in x["progress"] if p["name"] == point)
+    # Experiments cover most of the run (not its start, cool-offs, the end).
+    assert 0.5 * passes < counted <= passes, (counted, passes)
+    assert b"(it exited with status 0 by the exit system call itself" in r.stderr, r.stderr
+    # Ended through C's exit(): the final records are written.
+    out2 = tmp_path / "c.coz"
+    r = coz_run(["-o", str(out2), "--experiment-length", "100ms", "-p", point], [str(exe), "500", "cexit"])
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    assert b"final records" not in r.stderr, r.stderr
+    recs = records(out2)
+    assert recs[-1]["type"] == "shutdown" and recs[-1]["reason"] == "exit"
+    assert any(t["type"] == "thread" for t in recs)
 
 
 def test_node(tmp_path):

@@ -1,0 +1,3 @@
+module go_mutex
+
+go 1.19
