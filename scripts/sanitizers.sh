@@ -20,6 +20,12 @@ cat > "$supp" <<'SUPP'
 leak:coz::ProgressRegistry::counter
 SUPP
 
+# GCC 12's ThreadSanitizer fails a CHECK of its own in pthread_tryjoin_np
+# when the thread still runs (its interceptor looks the thread up as tid -1
+# and stops the process): the one test that tries to join a running thread
+# is left to the ASan run and the plain one.
+tsan_filter="-Locks.JoinTriesSayWhetherTheThreadStillRuns"
+
 status=0
 for san in ${COZ_SANITIZERS:-ASAN TSAN}; do
   dir="$root/$san"
@@ -27,9 +33,11 @@ for san in ${COZ_SANITIZERS:-ASAN TSAN}; do
   cmake -S "$src" -B "$dir" -G Ninja -DCOZ_$san=ON >/dev/null
   ninja -C "$dir" coz_unit_tests
   echo "== COZ_$san=ON: running"
+  filter=""
+  if [ "$san" = TSAN ]; then filter="--gtest_filter=$tsan_filter"; fi
   if ASAN_OPTIONS=abort_on_error=0:detect_leaks=1 LSAN_OPTIONS=suppressions="$supp" \
      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 TSAN_OPTIONS=halt_on_error=1 \
-     "$dir/tests/unit/coz_unit_tests"; then
+     "$dir/tests/unit/coz_unit_tests" $filter; then
     echo "== COZ_$san=ON: passed"
   else
     echo "== COZ_$san=ON: FAILED"
