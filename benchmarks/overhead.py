@@ -13,6 +13,8 @@ debug info.
    --also NAME=LIBCOZ adds `coz run --sampling-only` with another build's
    libcoz.so (mode NAME_sampling): before and after in one invocation; part
    3 runs it too (modes NAME_sampling and NAME_sampling_cold).
+   --also-causal NAME=LIBCOZ adds full causal profiling with another
+   build's libcoz.so (mode NAME_causal), interleaved with the others.
    Prints the median wall time of each mode, its
    slowdown (the median over rounds of its run's time over plain's run of
    the same round: paired, so that a phase of the host's speed cancels)
@@ -217,7 +219,7 @@ def run_perf_record(cmd, output):
 
 
 def slowdowns(programs, build_dirs, libcoz, use_ours, use_upstream, reps, short, workdir, use_perf=False,
-              others=None):
+              others=None, others_causal=None):
     rows = []
     for prog in programs:
         binary = benchlib.find_program(build_dirs, prog)
@@ -231,6 +233,8 @@ def slowdowns(programs, build_dirs, libcoz, use_ours, use_upstream, reps, short,
         for name, lib in (others or {}).items():  # another build's sampling-only, same launcher
             modes[f"{name}_sampling"] = lambda lib=lib: benchlib.run_ours([binary, *args], lib, out,
                                                                           extra=["--sampling-only"])
+        for name, lib in (others_causal or {}).items():  # another build's full causal profiling
+            modes[f"{name}_causal"] = lambda lib=lib: benchlib.run_ours([binary, *args], lib, out)
         if use_upstream:
             up = benchlib.find_program(build_dirs, prog + "_upstream")
             modes["upstream_causal"] = lambda: benchlib.run_upstream([up, *args], out)
@@ -542,8 +546,9 @@ def print_targets(t):
               f"{'met' if x['met'] else 'missed'}")
 
 
-def print_slowdowns(rows, others=()):
-    modes = ["plain", "ours_sampling", *[f"{n}_sampling" for n in others], "ours_causal", "upstream_causal"]
+def print_slowdowns(rows, others=(), others_causal=()):
+    modes = ["plain", "ours_sampling", *[f"{n}_sampling" for n in others], "ours_causal",
+             *[f"{n}_causal" for n in others_causal], "upstream_causal"]
     print(f"{'program':<14} " + " ".join(f"{m:>16}" for m in modes) + f" {'excess/up':>9}")
     for r in rows:
         cells = []
@@ -633,6 +638,9 @@ def main(argv=None):
                     help="parts 1 and 3 also run coz run --sampling-only with another build's "
                          "libcoz.so (an earlier commit's), interleaved: mode NAME_sampling, and "
                          "NAME_sampling_cold in part 3 (repeatable)")
+    ap.add_argument("--also-causal", action="append", default=[], metavar="NAME=LIBCOZ",
+                    help="part 1 also runs full causal profiling with another build's libcoz.so, "
+                         "interleaved: mode NAME_causal (repeatable)")
     ap.add_argument("--no-perf", action="store_true",
                     help="part 1 without the perf_record reference (perf record at our sampling period)")
     ap.add_argument("--launch-baseline", metavar="DIR",
@@ -643,6 +651,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     others = benchlib.parse_also(ap, args.also)
+    others_causal = benchlib.parse_also(ap, args.also_causal)
     build_dirs = args.build or benchlib.default_build_dirs()
     reps = args.reps or (1 if args.short else 3)
     lock_reps = args.lock_reps or (1 if args.short else 9)
@@ -679,10 +688,10 @@ def main(argv=None):
         if programs:
             try:
                 rows = slowdowns(programs, build_dirs, libcoz, use_ours, use_upstream, reps,
-                                 args.short, workdir, use_perf, others)
+                                 args.short, workdir, use_perf, others, others_causal)
             except BenchError as e:
                 errors.append(str(e))
-            print_slowdowns(rows, others)
+            print_slowdowns(rows, others, others_causal)
             print_in_program(rows, others)
         if lock_programs and use_ours:
             try:
@@ -727,7 +736,7 @@ def main(argv=None):
                "geomean_in_program_ratio": {m: geomean(rows, m, "in_program_ratio") for m in
                                             ("ours_sampling", *[f"{n}_sampling" for n in others],
                                              "perf_record")},
-               "also": others,
+               "also": others, "also_causal": others_causal,
                "targets": goals, "programs": rows, "locks": lock_rows, "launch": launch,
                "startup": start, "skipped": skipped, "errors": errors}
     summary["failures"] = [f for r in rows + lock_rows for f in r["failures"]] + \
