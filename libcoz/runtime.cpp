@@ -382,11 +382,19 @@ void on_final_signal(int sig, siginfo_t* si, void*) {
   errno = saved;
 }
 
+// A sample signal's work, handed to the runtime's stack for the thread.
 struct SignalWork {
   ThreadState* t;
   void* uc;
-  int overrun;
+  bool timer;   // the timer sampler's signal, else the perf descriptor's
+  int overrun;  // (timer) periods it stands for beyond the first
 };
+
+void do_signal_work(void* p) {
+  auto* w = static_cast<SignalWork*>(p);
+  if (w->timer) process_timer_sample(w->t, w->uc, w->overrun);
+  else process_samples(w->t, w->uc);
+}
 
 // runs in signal context: the sample signal. Ours when it comes from our
 // perf descriptor or timer; anything else the program sent goes to the
@@ -399,20 +407,11 @@ void on_sample_signal(int sig, siginfo_t* si, void* uc) {
   ThreadState* t = tls_state;
   bool from_poll = si->si_code == POLL_IN || si->si_code == POLL_HUP || si->si_code == POLL_MSG ||
                    si->si_code == POLL_ERR || si->si_code == POLL_PRI || si->si_code == POLL_OUT;
-  if (si->si_code == SI_TIMER && t && t->has_timer && si->si_value.sival_ptr == t) {
+  const bool timer = si->si_code == SI_TIMER && t && t->has_timer && si->si_value.sival_ptr == t;
+  if (timer || (from_poll && t && t->perf_fd >= 0 && si->si_fd == t->perf_fd)) {
     RuntimeGuard guard;  // libunwind's own locks are not waits of the program
-    SignalWork w{t, uc, si->si_overrun};
-    run_on_signal_stack(t, [](void* p) {
-      auto* w = static_cast<SignalWork*>(p);
-      process_timer_sample(w->t, w->uc, w->overrun);
-    }, &w);
-  } else if (from_poll && t && t->perf_fd >= 0 && si->si_fd == t->perf_fd) {
-    RuntimeGuard guard;
-    SignalWork w{t, uc, 0};
-    run_on_signal_stack(t, [](void* p) {
-      auto* w = static_cast<SignalWork*>(p);
-      process_samples(w->t, w->uc);
-    }, &w);
+    SignalWork w{t, uc, timer, timer ? si->si_overrun : 0};
+    run_on_signal_stack(t, do_signal_work, &w);
   } else {
     // The program's own: its timers, its O_ASYNC descriptors, sigqueue, kill.
     struct sigaction& pa = g_program_action[sig];
@@ -446,12 +445,15 @@ void on_sample_signal(int sig, siginfo_t* si, void* uc) {
   errno = saved;
 }
 
-void install_handler(int sig, void (*fn)(int, siginfo_t*, void*)) {
+// Installs fn for sig, for real, with `flags` besides SA_SIGINFO and
+// SA_RESTART and `mask` blocked while it runs (none by default).
+void install_handler(int sig, void (*fn)(int, siginfo_t*, void*), int flags = 0, const sigset_t* mask = nullptr) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = fn;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_SIGINFO | SA_RESTART | flags;
+  if (mask) sa.sa_mask = *mask;
+  else sigemptyset(&sa.sa_mask);
   real_sigaction()(sig, &sa, nullptr);
 }
 
@@ -461,13 +463,10 @@ void install_handler(int sig, void (*fn)(int, siginfo_t*, void*)) {
 // know the thread is still using the alternate stack: a signal nested then
 // would be given the top of that stack, over this handler's frame.
 void install_sample_handler(int sig) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = on_sample_signal;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-  sigfillset(&sa.sa_mask);
-  for (int fault : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS}) sigdelset(&sa.sa_mask, fault);
-  real_sigaction()(sig, &sa, nullptr);
+  sigset_t mask;
+  sigfillset(&mask);
+  for (int fault : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS}) sigdelset(&mask, fault);
+  install_handler(sig, on_sample_signal, SA_ONSTACK, &mask);
 }
 
 // runs in signal context: a handler of a final signal (is_final_signal) the

@@ -20,18 +20,26 @@ char* g_debuginfo_path = nullptr;
 const Dwfl_Callbacks kCallbacks = {dwfl_build_id_find_elf, dwfl_standard_find_debuginfo,
                                    dwfl_offline_section_address, &g_debuginfo_path};
 
+// An ELF file opened with libdwfl, as the symbolizer opens an object.
+struct Module {
+  Dwfl* dwfl;
+  Dwfl_Module* m;
+  explicit Module(const std::string& path) {
+    elf_version(EV_CURRENT);
+    dwfl = dwfl_begin(&kCallbacks);
+    m = dwfl_report_offline(dwfl, path.c_str(), path.c_str(), -1);
+    dwfl_report_end(dwfl, nullptr, nullptr);
+  }
+  ~Module() { dwfl_end(dwfl); }
+};
+
 // Compares the two on `count` addresses spread over the module (every
 // address when `count` is 0); returns how many were compared and puts the
 // first differences in *diff.
 size_t compare(const std::string& path, size_t count, std::string* diff, size_t* named) {
-  elf_version(EV_CURRENT);
-  Dwfl* d = dwfl_begin(&kCallbacks);
-  Dwfl_Module* m = dwfl_report_offline(d, path.c_str(), path.c_str(), -1);
-  dwfl_report_end(d, nullptr, nullptr);
-  if (!m) {
-    dwfl_end(d);
-    return 0;
-  }
+  Module mod(path);
+  Dwfl_Module* m = mod.m;
+  if (!m) return 0;
   coz::SymbolIndex index(m);
   Dwarf_Addr lo = 0, hi = 0;
   dwfl_module_info(m, nullptr, &lo, &hi, nullptr, nullptr, nullptr, nullptr);
@@ -52,7 +60,6 @@ size_t compare(const std::string& path, size_t count, std::string* diff, size_t*
       *diff += line;
     }
   }
-  dwfl_end(d);
   return n;
 }
 
@@ -88,11 +95,8 @@ TEST(SymbolIndex, NamesEveryAddressAsLibdwflDoes) {
 TEST(SymbolIndex, TheFixturesHardCasesGetTheirNames) {
   // The choices themselves, on liblm_symbols.so (fixture_symbols.s), by the
   // symbols' own addresses.
-  const std::string path = std::string(LM_FIXTURE_BIN) + "/liblm_symbols.so";
-  elf_version(EV_CURRENT);
-  Dwfl* d = dwfl_begin(&kCallbacks);
-  Dwfl_Module* m = dwfl_report_offline(d, path.c_str(), path.c_str(), -1);
-  dwfl_report_end(d, nullptr, nullptr);
+  Module mod(std::string(LM_FIXTURE_BIN) + "/liblm_symbols.so");
+  Dwfl_Module* m = mod.m;
   ASSERT_NE(m, nullptr);
   coz::SymbolIndex index(m);
   auto addr_of = [&](const char* name) {
@@ -116,7 +120,6 @@ TEST(SymbolIndex, TheFixturesHardCasesGetTheirNames) {
   EXPECT_EQ(name_at(addr_of("after_label") + 3), "after_label");  // a label past outer's end
   EXPECT_EQ(name_at(addr_of("local_label") + 2), "local_label");  // a local label above a global one
   EXPECT_EQ(name_at(addr_of("last_fn") + 4), "last_fn");
-  dwfl_end(d);
 }
 
 }  // namespace
