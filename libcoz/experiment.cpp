@@ -344,6 +344,9 @@ void Profiler::drain() {
     // look is the next one's, whole (its final lock counts and its record
     // are taken together; the registry recycles only a retired state).
     const bool ended = t->state.load() == kThreadEnded;
+    // Its switch records come from its own ring or the CPU rings (not
+    // under the timer sampler, nor in --locks-only); before sampler_forget.
+    const bool switch_records = t->page != nullptr || sampler_cpu_rings();
     Pending p;
     p.tid = t->tid;
     while (t->ring.pop(&p.smp)) pending_.push_back(p);
@@ -370,6 +373,7 @@ void Profiler::drain() {
       info.held_ns = t->held_ns.load(std::memory_order_relaxed);
       info.held_cpu_ns = t->held_cpu_ns.load(std::memory_order_relaxed);
       info.preempt_credited_ns = t->preempt_credited_ns.load(std::memory_order_relaxed);
+      if (switch_records) info.switch_records = true;
       if (!config_.sampling_only) {
         info.voluntary_ns = __atomic_load_n(&t->switches.voluntary_ns, __ATOMIC_RELAXED);
         info.uncharged_ns = __atomic_load_n(&t->switches.uncharged_ns, __ATOMIC_RELAXED);
@@ -505,6 +509,11 @@ void Profiler::finish_threads(const std::vector<ThreadInfo*>& infos) {
     info->record.paused_ns = info->paused_ns;
     info->record.paused_cpu_ns = info->held_cpu_ns;
     info->record.preempt_credited_ns = info->preempt_credited_ns;
+    if (info->switch_records) {
+      // The pauses that slept are the runtime's time off the CPU, not the program's.
+      uint64_t slept = info->paused_ns > info->held_ns ? info->paused_ns - info->held_ns : 0;
+      info->record.off_cpu_ns = static_cast<int64_t>(info->voluntary_ns > slept ? info->voluntary_ns - slept : 0);
+    }
   }
   // Their last stacks must be defined before the flush that follows forgets
   // them: one flush for all the threads that ended since the last look.

@@ -293,6 +293,7 @@ class Profiler {
     SwitchState switches;        // sampling-only: its switch records, parsed here
     uint64_t waits[6] = {0, 0, 0, 0, 0, 0};  // interposed waits' totals (the thread's counters)
     uint64_t voluntary_ns = 0;   // off the CPU of its own accord (switch records)
+    bool switch_records = false;  // sampled by perf, with switch records: voluntary_ns is known
     uint64_t uncharged_ns = 0;        // wakeup preemptions (switch records), charged to no line
     uint64_t uncharged_shown_ns = 0;  // how much of it the record's sched wait already holds
     uint64_t paused_ns = 0;      // the runtime's own pauses (delays), wall time

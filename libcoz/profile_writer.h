@@ -122,6 +122,10 @@ struct ThreadRecord {
   uint64_t paused_ns = 0;  // paused paying the delays of experiments (virtual speedup's own pauses), wall time
   uint64_t paused_cpu_ns = 0;  // CPU time of the pauses that held the CPU (delays.h, real_cpu_pause)
   uint64_t preempt_credited_ns = 0;  // delay credited for sitting preempted (delays.h, note_preempted)
+  // Off the CPU of its own accord, by its switch records, less the
+  // runtime's pauses that slept: the program's own time off the CPU, in
+  // interposed calls or not. -1 (not written) without switch records.
+  int64_t off_cpu_ns = -1;
 };
 
 // Synchronization counters (a `locks` record).

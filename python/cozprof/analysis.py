@@ -350,10 +350,22 @@ def thread_breakdown(profile):
             cpu = max(0, min(cpu, wall))
             waits = t.get("wait_ns") if isinstance(t.get("wait_ns"), dict) else {}
             wait_ns = {k: _count(waits.get(k)) for k in profile_mod.WAIT_KINDS}
+            # Off the CPU of its own accord, from its switch records (absent
+            # without them). The waits are the time inside the calls, which
+            # also holds the kernel's CPU time for them and preemptions in
+            # them: with this figure, the rest is what neither the CPU, nor a
+            # preemption, nor the program's own time off the CPU accounts for.
+            off = t.get("off_cpu_ns")
+            if isinstance(off, int) and not isinstance(off, bool) and off >= 0:
+                off = min(off, wall)
+                rest = wall - cpu - wait_ns["sched"] - off
+            else:
+                off = None
+                rest = wall - cpu - sum(wait_ns.values())
             out.append({"run": i, "tid": t["tid"], "thread": str(t.get("thread", "")),
                         "group": str(t.get("group", "")), "wall_ns": wall, "cpu_ns": cpu,
-                        "wait_ns": wait_ns, "paused_ns": min(_count(t.get("paused_ns")), wall),
-                        "rest_ns": max(0, wall - cpu - sum(wait_ns.values()))})
+                        "wait_ns": wait_ns, "off_cpu_ns": off,
+                        "paused_ns": min(_count(t.get("paused_ns")), wall), "rest_ns": max(0, rest)})
     return out
 
 
@@ -379,10 +391,13 @@ def thread_groups(threads):
         if g is None:
             g = groups[t["group"]] = {"group": t["group"], "threads": 0, "wall_ns": 0, "cpu_ns": 0,
                                       "wait_ns": {k: 0 for k in profile_mod.WAIT_KINDS},
-                                      "paused_ns": 0, "rest_ns": 0}
+                                      "off_cpu_ns": 0, "paused_ns": 0, "rest_ns": 0}
         g["threads"] += 1
         for k in ("wall_ns", "cpu_ns", "paused_ns", "rest_ns"):
             g[k] += t[k]
+        # Known for the group only when known for each of its threads.
+        off = t.get("off_cpu_ns")
+        g["off_cpu_ns"] = None if off is None or g["off_cpu_ns"] is None else g["off_cpu_ns"] + off
         for k, v in t["wait_ns"].items():
             g["wait_ns"][k] += v
     return list(groups.values())

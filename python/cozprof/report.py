@@ -249,26 +249,41 @@ def _nested_rows(lines):
     return out
 
 
+CALL_KINDS = ("io", "lock", "sleep", "sync")  # wait categories timed around interposed calls
+CALLS_PAST_OFF = 0.05  # calls' time beyond `off` (share of the wall time) that is pointed out
+
+
 def format_thread_groups(groups):
     """bperf's breakdown per thread group: wall time, and the share of it on the
-    CPU, in each wait category, and unaccounted (`rest`: mostly the profiler's
-    own pauses)."""
+    CPU, in each wait category, off the CPU of the threads' own accord (`off`,
+    from the switch records; `-` without them), and unaccounted (`rest`:
+    mostly the profiler's own pauses). A last line names the groups whose
+    calls took much more time than they spent off the CPU."""
     from .profile import WAIT_KINDS
 
-    header = ["thread group", "threads", "wall", "cpu", *WAIT_KINDS, "rest"]
+    header = ["thread group", "threads", "wall", "cpu", *WAIT_KINDS, "off", "rest"]
     rows = []
+    past = []
     for g in groups:
         wall = g["wall_ns"]
 
         def share(v):
-            return f"{v / wall * 100:.0f}%" if wall else "-"
+            return f"{v / wall * 100:.0f}%" if wall and v is not None else "-"
+        off = g.get("off_cpu_ns")
         rows.append([g["group"] or "?", str(g["threads"]), f"{wall / 1e9:.2f}s", share(g["cpu_ns"]),
-                     *(share(g["wait_ns"][k]) for k in WAIT_KINDS), share(g["rest_ns"])])
+                     *(share(g["wait_ns"][k]) for k in WAIT_KINDS), share(off), share(g["rest_ns"])])
+        calls = sum(g["wait_ns"][k] for k in CALL_KINDS)
+        if off is not None and wall and calls - off > CALLS_PAST_OFF * wall:
+            past.append(f"{g['group'] or '?'} (calls {share(calls)}, off {share(off)})")
     widths = [max(len(r[c]) for r in rows + [header]) for c in range(len(header))]
     lines = ["where the threads' time went (share of their wall time):"]
     for r in [header] + rows:
         lines.append("  ".join(r[c].ljust(widths[c]) if c == 0 else r[c].rjust(widths[c])
                                for c in range(len(r))).rstrip())
+    if past:
+        lines.append("io, lock, sleep and sync are the time inside those calls, off the time off the CPU: "
+                     f"in {', '.join(past)} the rest of the calls' time was the kernel's work for them "
+                     "(in cpu) or preemption during them (in sched)")
     return lines
 
 

@@ -99,6 +99,7 @@ def test_the_timer_sampler_counts_each_threads_wait_for_a_cpu(tmp_path):
         idle = life - t["cpu_clock_ns"]
         assert idle > 0.2 * life, t  # (they did wait)
         assert abs(t["wait_ns"]["sched"] - idle) < 0.1 * life, t
+        assert "off_cpu_ns" not in t, t  # no switch records: not known
 
 
 @pytest.mark.parametrize("sampler", ["perf_event", "timer"])

@@ -3,8 +3,12 @@ call's stack) and experiments speed waits up (BCOZ's virtual speedup of
 off-CPU time, in user space). Known answers from the run's own records."""
 
 import os
+import subprocess
+import sys
 
-from conftest import PROGRAMS, build_program, coz_run, line_result, precise_slope, records
+import pytest
+
+from conftest import PROGRAMS, build_program, coz_env, coz_run, line_result, precise_slope, records
 
 from cozprof.profile import load
 
@@ -82,3 +86,32 @@ def test_blocked_scope_without_sleeps_leaves_them_alone(tmp_path):
     # delay as such: only the sleeping is left alone.)
     assert exps and all(x.get("selected_blocked_ns", 0) == 0 for x in exps)
     assert records(out)[0]["blocked_scope"] == "il"
+
+
+@pytest.mark.parametrize("mode", [[], ["--sampling-only"]], ids=["causal", "sampling-only"])
+def test_a_call_that_keeps_the_cpu_is_not_time_off_it(tmp_path, mode):
+    # The writer's pwrite calls copy 1 MiB each in the kernel and never block:
+    # their time is the io category's (time inside the calls) but not time off
+    # the CPU, which the switch records give (off_cpu_ns). The sleeper's
+    # nanosleep calls are both.
+    exe = build_program("calls_on_cpu", tmp_path)
+    out = tmp_path / "c.coz"
+    r = coz_run([*mode, "-o", str(out)], [exe, "1.5"])
+    assert r.returncode == 0, r.stderr.decode()
+    threads = {t["group"]: t for t in records(out) if t["type"] == "thread"}
+    writer, sleeper = threads["writer"], threads["sleeper"]
+    wall = writer["end_ns"] - writer["start_ns"]
+    # (in causal mode the writer also pays the delays of the sleeper's sped-up sleeps)
+    assert writer["wait_ns"]["io"] > 0.5 * (wall - writer["paused_ns"]), writer
+    assert writer["off_cpu_ns"] < 0.05 * wall, writer
+    wall = sleeper["end_ns"] - sleeper["start_ns"]
+    slept = sleeper["wait_ns"]["sleep"]
+    assert slept > 0.5 * wall, sleeper
+    assert 0.8 * slept < sleeper["off_cpu_ns"] < slept + 0.05 * wall, sleeper
+    # The report's table names the writer's group, not the sleeper's.
+    rep = subprocess.run([sys.executable, "-m", "cozprof", "report", str(out)], capture_output=True,
+                         env=coz_env(), timeout=60)
+    assert rep.returncode == 0, rep.stderr.decode()
+    text = rep.stdout.decode()
+    assert "the time inside those calls" in text and "in writer (calls" in text, text
+    assert "sleeper (calls" not in text, text

@@ -318,18 +318,36 @@ def test_threads_and_thread_groups_split_wall_time():
     G = 10 ** 9
     zero = {"io": 0, "lock": 0, "sleep": 0, "sync": 0, "sched": 0, "other": 0}
     assert r["threads"] == [
+        # no off_cpu_ns (no switch records): rest is the wall time less CPU and every wait
         {"run": 0, "tid": 11, "thread": "app", "group": "main", "wall_ns": 10 * G, "cpu_ns": 2 * G,
-         "wait_ns": {**zero, "sleep": 5 * G, "sync": 2 * G, "sched": G // 2}, "paused_ns": 0, "rest_ns": G // 2},
+         "wait_ns": {**zero, "sleep": 5 * G, "sync": 2 * G, "sched": G // 2}, "off_cpu_ns": None,
+         "paused_ns": 0, "rest_ns": G // 2},
+        # with it: the wall time less CPU, sched and the time off the CPU, which the
+        # calls' time may pass (the second worker's calls took 4 G, 1 G of it off the CPU)
         {"run": 0, "tid": 12, "thread": "app", "group": "worker", "wall_ns": 8 * G, "cpu_ns": 6 * G,
-         "wait_ns": {**zero, "io": G, "lock": G // 2}, "paused_ns": 0, "rest_ns": G // 2},
+         "wait_ns": {**zero, "io": G, "lock": G // 2}, "off_cpu_ns": 3 * G // 2, "paused_ns": 0, "rest_ns": G // 2},
         {"run": 0, "tid": 13, "thread": "app", "group": "worker", "wall_ns": 8 * G, "cpu_ns": 4 * G,
-         "wait_ns": {**zero, "io": 2 * G, "lock": G, "sync": G}, "paused_ns": 0, "rest_ns": 0}]
+         "wait_ns": {**zero, "io": 2 * G, "lock": G, "sync": G}, "off_cpu_ns": G, "paused_ns": 0, "rest_ns": 3 * G}]
     assert r["thread_groups"] == [
         {"group": "main", "threads": 1, "wall_ns": 10 * G, "cpu_ns": 2 * G,
-         "wait_ns": {**zero, "sleep": 5 * G, "sync": 2 * G, "sched": G // 2}, "paused_ns": 0, "rest_ns": G // 2},
+         "wait_ns": {**zero, "sleep": 5 * G, "sync": 2 * G, "sched": G // 2}, "off_cpu_ns": None,
+         "paused_ns": 0, "rest_ns": G // 2},
         {"group": "worker", "threads": 2, "wall_ns": 16 * G, "cpu_ns": 10 * G,
-         "wait_ns": {**zero, "io": 3 * G, "lock": 3 * G // 2, "sync": G}, "paused_ns": 0, "rest_ns": G // 2}]
+         "wait_ns": {**zero, "io": 3 * G, "lock": 3 * G // 2, "sync": G}, "off_cpu_ns": 5 * G // 2,
+         "paused_ns": 0, "rest_ns": 7 * G // 2}]
     assert run("throughput.coz")["threads"] == [] and run("throughput.coz")["thread_groups"] == []
+
+
+def test_a_group_knows_its_time_off_the_cpu_only_when_each_thread_does():
+    G = 10 ** 9
+    zero = {"io": 0, "lock": 0, "sleep": 0, "sync": 0, "sched": 0, "other": 0}
+
+    def thread(off):
+        return {"group": "g", "wall_ns": G, "cpu_ns": 0, "wait_ns": dict(zero), "off_cpu_ns": off,
+                "paused_ns": 0, "rest_ns": 0}
+    assert analysis.thread_groups([thread(G // 2), thread(G // 4)])[0]["off_cpu_ns"] == 3 * G // 4
+    assert analysis.thread_groups([thread(G // 2), thread(None)])[0]["off_cpu_ns"] is None
+    assert analysis.thread_groups([thread(None), thread(G // 2)])[0]["off_cpu_ns"] is None
 
 
 def test_a_threads_cpu_is_never_more_than_its_wall_time(tmp_path):

@@ -48,9 +48,27 @@ def test_off_cpu_line_and_thread_groups(capsys):
     assert row[:6] == ["1", "/src/o.c:9", "sleep", "79%", "sync", "14%"]
     at = lines.index("where the threads' time went (share of their wall time):")
     assert lines[at + 1].split() == ["thread", "group", "threads", "wall", "cpu", "io", "lock", "sleep",
-                                     "sync", "sched", "other", "rest"]
-    assert lines[at + 2].split() == ["main", "1", "10.00s", "20%", "0%", "0%", "50%", "20%", "5%", "0%", "5%"]
-    assert lines[at + 3].split() == ["worker", "2", "16.00s", "62%", "19%", "9%", "0%", "6%", "0%", "0%", "3%"]
+                                     "sync", "sched", "other", "off", "rest"]
+    assert lines[at + 2].split() == ["main", "1", "10.00s", "20%", "0%", "0%", "50%", "20%", "5%", "0%", "-",
+                                     "5%"]
+    assert lines[at + 3].split() == ["worker", "2", "16.00s", "62%", "19%", "9%", "0%", "6%", "0%", "0%",
+                                     "16%", "22%"]
+    # the workers' calls took 34% of their wall time, and they were off the CPU 16% of it
+    assert lines[at + 4] == ("io, lock, sleep and sync are the time inside those calls, off the time off the "
+                             "CPU: in worker (calls 34%, off 16%) the rest of the calls' time was the kernel's "
+                             "work for them (in cpu) or preemption during them (in sched)")
+
+
+def test_calls_that_waited_off_the_cpu_are_not_pointed_out():
+    G = 10 ** 9
+    zero = {"io": 0, "lock": 0, "sleep": 0, "sync": 0, "sched": 0, "other": 0}
+    group = {"group": "g", "threads": 1, "wall_ns": 10 * G, "cpu_ns": 2 * G,
+             "wait_ns": {**zero, "io": 5 * G, "sync": 2 * G}, "off_cpu_ns": 7 * G - G // 2,
+             "paused_ns": 0, "rest_ns": 0}
+    lines = report.format_thread_groups([group])
+    assert len(lines) == 3 and lines[2].split()[-2:] == ["65%", "0%"]
+    group["off_cpu_ns"] = 6 * G - G // 2  # 1.5 s of the calls not off the CPU: pointed out
+    assert report.format_thread_groups([group])[-1].startswith("io, lock, sleep and sync are the time")
 
 
 def test_a_profile_of_cpu_lines_keeps_the_plain_table(capsys):

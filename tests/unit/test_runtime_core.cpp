@@ -1026,6 +1026,8 @@ TEST(Writer, ThreadRecordsSayHowLongTheRuntimePausedTheThread) {
             "\"end_ns\":0,\"cpu_ns\":0,\"cpu_clock_ns\":0,\"wait_ns\":{\"io\":7,\"lock\":0,\"sleep\":0,"
             "\"sync\":0,\"sched\":0,\"other\":0},\"paused_ns\":1234567,\"paused_cpu_ns\":89,"
             "\"preempt_credited_ns\":3456}\n");
+  r.off_cpu_ns = 0;  // known (switch records), and none: written
+  EXPECT_NE(w.format_thread(r).find(",\"preempt_credited_ns\":3456,\"off_cpu_ns\":0}\n"), std::string::npos);
 }
 
 TEST(Writer, SpeedupFractionsHaveTwoDecimals) {
