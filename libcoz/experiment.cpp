@@ -374,6 +374,16 @@ void Profiler::drain() {
       info.held_cpu_ns = t->held_cpu_ns.load(std::memory_order_relaxed);
       info.preempt_credited_ns = t->preempt_credited_ns.load(std::memory_order_relaxed);
       if (switch_records) info.switch_records = true;
+      // A wait still open: its time so far, which write_final counts for the
+      // threads alive at the end (a pool's idle workers, blocked all along,
+      // read 100% `rest` without it). Read without the thread's cooperation:
+      // wait_depth goes up before wait_start is set, a window of
+      // nanoseconds at the start of a wait.
+      info.open_wait_ns = 0;
+      if (!ended && __atomic_load_n(&t->wait_depth, __ATOMIC_RELAXED) > 0) {
+        info.open_wait_kind = __atomic_load_n(&t->open_wait_kind, __ATOMIC_RELAXED);
+        info.open_wait_ns = wait_elapsed(t);
+      }
       if (!config_.sampling_only) {
         info.voluntary_ns = __atomic_load_n(&t->switches.voluntary_ns, __ATOMIC_RELAXED);
         info.uncharged_ns = __atomic_load_n(&t->switches.uncharged_ns, __ATOMIC_RELAXED);
@@ -800,9 +810,22 @@ void Profiler::write_final() {
     // no thread to describe (written, it read tid 0 from time 0). Entries
     // come only from note_thread now (known_thread); this stays the guard.
     if (!kv.second.record.tid) continue;
-    kv.second.record.end_ns = now;
-    kv.second.record.cpu_clock_ns = thread_cpu_ns(kv.first);
-    live.push_back(&kv.second);
+    ThreadInfo& info = kv.second;
+    info.record.end_ns = now;
+    info.record.cpu_clock_ns = thread_cpu_ns(kv.first);
+    // Off the CPU now, of its own accord: in sampling-only the profiler
+    // parsed the switch out (the time since it counts); in causal mode the
+    // thread reads its own switch records only when it runs again, so a
+    // wait under way stands for it.
+    if (config_.sampling_only) {
+      if (info.switches.out_ns && !info.switches.out_preempted && now > info.switches.out_ns)
+        info.voluntary_ns += now - info.switches.out_ns;
+    } else if (info.open_wait_ns) {
+      info.voluntary_ns += info.open_wait_ns;
+    }
+    if (info.open_wait_ns && info.open_wait_kind < kWaitKinds)  // the wait under way, in its kind
+      info.record.wait_ns[info.open_wait_kind] += info.open_wait_ns;
+    live.push_back(&info);
   }
   finish_threads(live);
   threads_.clear();

@@ -294,6 +294,8 @@ class Profiler {
     uint64_t waits[6] = {0, 0, 0, 0, 0, 0};  // interposed waits' totals (the thread's counters)
     uint64_t voluntary_ns = 0;   // off the CPU of its own accord (switch records)
     bool switch_records = false;  // sampled by perf, with switch records: voluntary_ns is known
+    uint64_t open_wait_ns = 0;    // its interposed wait under way at the last look: time so far
+    uint8_t open_wait_kind = 0;   // and its kind
     uint64_t uncharged_ns = 0;        // wakeup preemptions (switch records), charged to no line
     uint64_t uncharged_shown_ns = 0;  // how much of it the record's sched wait already holds
     uint64_t paused_ns = 0;      // the runtime's own pauses (delays), wall time

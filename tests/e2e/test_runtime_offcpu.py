@@ -93,7 +93,8 @@ def test_a_call_that_keeps_the_cpu_is_not_time_off_it(tmp_path, mode):
     # The writer's pwrite calls copy 1 MiB each in the kernel and never block:
     # their time is the io category's (time inside the calls) but not time off
     # the CPU, which the switch records give (off_cpu_ns). The sleeper's
-    # nanosleep calls are both.
+    # nanosleep calls are both, and so is the idler's wait, still under way
+    # when the program exits.
     exe = build_program("calls_on_cpu", tmp_path)
     out = tmp_path / "c.coz"
     r = coz_run([*mode, "-o", str(out)], [exe, "1.5"])
@@ -108,10 +109,14 @@ def test_a_call_that_keeps_the_cpu_is_not_time_off_it(tmp_path, mode):
     slept = sleeper["wait_ns"]["sleep"]
     assert slept > 0.5 * wall, sleeper
     assert 0.8 * slept < sleeper["off_cpu_ns"] < slept + 0.05 * wall, sleeper
-    # The report's table names the writer's group, not the sleeper's.
+    # A wait under way at the end counts, in its kind and off the CPU.
+    idler = threads["idler"]
+    wall = idler["end_ns"] - idler["start_ns"]
+    assert idler["wait_ns"]["sync"] > 0.9 * wall and idler["off_cpu_ns"] > 0.9 * wall, idler
+    # The report's table names the writer's group, not the sleeper's nor the idler's.
     rep = subprocess.run([sys.executable, "-m", "cozprof", "report", str(out)], capture_output=True,
                          env=coz_env(), timeout=60)
     assert rep.returncode == 0, rep.stderr.decode()
     text = rep.stdout.decode()
     assert "the time inside those calls" in text and "in writer (calls" in text, text
-    assert "sleeper (calls" not in text, text
+    assert "sleeper (calls" not in text and "idler (calls" not in text, text

@@ -4,7 +4,9 @@
  * /dev/shm with pwrite for SECONDS: the kernel copies, the thread never
  * blocks. Thread `sleeper` sleeps 5 ms at a time for as long. The thread
  * table's `io` of the writer is then CPU time, and its `off` about 0; the
- * sleeper's `sleep` is time off the CPU, its `off` about the same.
+ * sleeper's `sleep` is time off the CPU, its `off` about the same. Thread
+ * `idler` waits on a condition variable no one signals, until the process
+ * exits: a wait still under way at the end, `sync` and `off` all along.
  *
  * Usage: calls_on_cpu [SECONDS=1]
  */
@@ -57,9 +59,20 @@ static void *sleeper(void *arg) {
   return NULL;
 }
 
+static pthread_mutex_t idle_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t never = PTHREAD_COND_INITIALIZER;
+
+static void *idler(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&idle_lock);
+  for (;;) pthread_cond_wait(&never, &idle_lock);
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   if (argc > 1) seconds = atof(argv[1]);
-  pthread_t w, s;
+  pthread_t w, s, i;
+  pthread_create(&i, NULL, idler, NULL);
   pthread_create(&w, NULL, writer, NULL);
   pthread_create(&s, NULL, sleeper, NULL);
   pthread_join(w, NULL);
