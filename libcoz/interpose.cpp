@@ -1010,6 +1010,27 @@ COZ_EXPORT int dl_iterate_phdr(int (*callback)(dl_phdr_info*, size_t, void*), vo
   return real_dl_iterate_phdr()(callback, data);
 }
 
+// libunwind's calls, which the sample handler makes as it unwinds: its
+// memory check writes to a pipe through syscall() (the pipe made with
+// pipe2 the first time), it masks signals around its locks, and it looks
+// the loaded objects up. Their originals are resolved with dlsym, which
+// takes the loader's lock: resolved in a handler that interrupted a thread
+// holding that lock (bash loading an NSS module in dlopen), it waited for
+// itself. So they are resolved at the start, before any sample.
+void coz::resolve_sample_handler_calls() {
+  real_syscall();
+  real_pipe2();
+  real_read();
+  real_write();
+  real_close();
+  real_sigprocmask();
+  real_pthread_sigmask();
+  real_pthread_mutex_init();
+  real_pthread_mutex_lock();
+  real_pthread_mutex_unlock();
+  real_dl_iterate_phdr();
+}
+
 // glibc's daemon() forks and ends the parent with an internal _exit: the
 // fork's parent handler writes the parent's final records (runtime.h).
 COZ_EXPORT int daemon(int nochdir, int noclose) noexcept {

@@ -698,6 +698,10 @@ void* profiler_main(void*) {
 
 bool progress_points_counted() { return !g_config || !(g_config->sampling_only || g_config->locks_only); }
 
+// The interposing library defines it (interpose.cpp); the unit tests' core
+// library, which interposes nothing, has nothing to resolve.
+__attribute__((weak)) void resolve_sample_handler_calls() {}
+
 void runtime_init() {
   int expected = kUninit;
   if (!g_state.compare_exchange_strong(expected, kStarting)) return;
@@ -722,6 +726,10 @@ void runtime_init() {
     return;
   }
   g_pid = raw_getpid();
+  resolve_sample_handler_calls();
+  real_pthread_mutex_lock();  // (this file's own copies, used in the handler's path too)
+  real_pthread_mutex_unlock();
+  real_pthread_sigmask();
   raw_log_keep_stderr();
   if (!g_threads) g_threads = new std::vector<ThreadState*>();
   if (!g_seen_objects) g_seen_objects = new std::set<std::pair<uintptr_t, std::string>>();

@@ -30,6 +30,9 @@ struct RuntimeGuard {
 
 // Start-up, from the library constructor (idempotent).
 void runtime_init();
+// Resolves, before the first sample, the originals of the interposed calls
+// the sample handler reaches (interpose.cpp).
+void resolve_sample_handler_calls();
 // Whether progress points are counted: only where experiments read them
 // (not with --sampling-only or --locks-only).
 bool progress_points_counted();
