@@ -520,8 +520,7 @@ void Profiler::finish_threads(const std::vector<ThreadInfo*>& infos) {
     info->record.paused_cpu_ns = info->held_cpu_ns;
     info->record.preempt_credited_ns = info->preempt_credited_ns;
     if (info->switch_records) {
-      // The pauses that slept are the runtime's time off the CPU, not the program's.
-      uint64_t slept = info->paused_ns > info->held_ns ? info->paused_ns - info->held_ns : 0;
+      const uint64_t slept = info->slept_ns();
       info->record.off_cpu_ns = static_cast<int64_t>(info->voluntary_ns > slept ? info->voluntary_ns - slept : 0);
     }
   }
@@ -749,7 +748,7 @@ void Profiler::account_other_waits(uint64_t period) {
     uint64_t known = 0;
     for (int k = 0; k < kWaitKinds; k++)
       if (k != static_cast<int>(WaitKind::kSched) && k != static_cast<int>(WaitKind::kOther)) known += info.waits[k];
-    known += info.paused_ns - info.held_ns;  // slept: a pause that held the CPU is not off it
+    known += info.slept_ns();  // a pause that held the CPU is not off it
     uint64_t other = info.voluntary_ns > known ? info.voluntary_ns - known : 0;
     if (info.uncharged_ns > info.uncharged_shown_ns) {
       crowd_.add(0, info.uncharged_ns - info.uncharged_shown_ns);  // preempted by a thread it had just woken

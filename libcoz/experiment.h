@@ -301,6 +301,8 @@ class Profiler {
     uint64_t paused_ns = 0;      // the runtime's own pauses (delays), wall time
     uint64_t held_ns = 0;        // of them, pauses that held the CPU: wall time
     uint64_t held_cpu_ns = 0;    // and their CPU time
+    // The pauses that slept: the runtime's time off the CPU, not the program's.
+    uint64_t slept_ns() const { return paused_ns > held_ns ? paused_ns - held_ns : 0; }
     uint64_t preempt_credited_ns = 0;  // delay credited for sitting preempted
     uint64_t other_rest_ns = 0;  // `other` waiting time not yet worth a whole blocked sample
     const Sample* last_cpu = nullptr;  // its latest CPU sample in this look (where waits resumed)

@@ -727,9 +727,12 @@ void runtime_init() {
   }
   g_pid = raw_getpid();
   resolve_sample_handler_calls();
-  real_pthread_mutex_lock();  // (this file's own copies, used in the handler's path too)
-  real_pthread_mutex_unlock();
+  // This file's own copies: the sample handler masks signals with this
+  // pthread_sigmask when it forwards a program's signal; the internal
+  // lock's calls are resolved beside it.
   real_pthread_sigmask();
+  real_pthread_mutex_lock();
+  real_pthread_mutex_unlock();
   raw_log_keep_stderr();
   if (!g_threads) g_threads = new std::vector<ThreadState*>();
   if (!g_seen_objects) g_seen_objects = new std::set<std::pair<uintptr_t, std::string>>();
