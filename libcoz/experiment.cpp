@@ -346,7 +346,8 @@ void Profiler::drain() {
     const bool ended = t->state.load() == kThreadEnded;
     // Its switch records come from its own ring or the CPU rings (not
     // under the timer sampler, nor in --locks-only); before sampler_forget.
-    const bool switch_records = t->page != nullptr || sampler_cpu_rings();
+    const bool switch_records = t->page != nullptr || sampler_cpu_rings() ||
+                                (config_.sampling_only && hooks_.take_cpu_records);
     Pending p;
     p.tid = t->tid;
     while (t->ring.pop(&p.smp)) pending_.push_back(p);
@@ -728,7 +729,43 @@ void Profiler::account_blocked(pid_t tid, uint32_t kind, const Sample& smp) {
   const uint64_t period = config_.sample_period_ns;
   uint64_t n = period ? smp.weight_ns / period : 0;
   if (!n) return;
-  stacks_.add(tid, static_cast<StackKind>(kind), smp.pcs, smp.n, smp.weight_ns, n);
+  // The stacks keep the wait's time off the CPU, and its CPU time (the
+  // kernel's work for the call) as CPU time under the frame
+  // coz_kernel_in_io (_lock, _sleep, _sync); its time preempted is in `sched` already, on the
+  // stack where the thread resumed. The pushing call's shares stand for the
+  // sample's (docs/runtime.md, "Blocked samples").
+  ThreadInfo& info = known_thread(tid);
+  uint64_t off = smp.call_off_ns, preempted = smp.call_preempted_ns;
+  if (off == Sample::kCallOffUnknown && config_.sampling_only && info.switch_records && smp.call_end_ns &&
+      !info.switches.off_within(smp.call_end_ns > smp.call_ns ? smp.call_end_ns - smp.call_ns : 0,
+                                smp.call_end_ns, &off, &preempted))
+    off = Sample::kCallOffUnknown;
+  uint64_t off_part = smp.weight_ns, cpu_part = 0;
+  if (off != Sample::kCallOffUnknown && smp.call_ns) {
+    auto share = [&](uint64_t part) {
+      return static_cast<uint64_t>(static_cast<unsigned __int128>(smp.weight_ns) * part / smp.call_ns);
+    };
+    off_part = std::min(smp.weight_ns, share(off));
+    const uint64_t on = smp.call_ns > off + preempted ? smp.call_ns - off - preempted : 0;
+    cpu_part = std::min(smp.weight_ns - off_part, share(on));
+  }
+  uint64_t& rest = info.blocked_rest_ns[kind - 1];
+  rest += off_part;
+  if (uint64_t shown = rest / period) {
+    rest -= shown * period;
+    stacks_.add(tid, static_cast<StackKind>(kind), smp.pcs, smp.n, shown * period, shown);
+  }
+  uint64_t& kernel_rest = info.kernel_rest_ns[kind - 1];
+  kernel_rest += cpu_part;
+  if (uint64_t shown = kernel_rest / period) {
+    kernel_rest -= shown * period;
+    uintptr_t pcs[kMaxFrames];
+    pcs[0] = kernel_in_call_frame(static_cast<WaitKind>(kind - 1));
+    const uint32_t n = std::min<uint32_t>(smp.n, kMaxFrames - 1);  // a full chain loses its outermost frame
+    std::copy(smp.pcs, smp.pcs + n, pcs + 1);
+    stacks_.add(tid, StackKind::kCpu, pcs, n + 1, shown * period, shown);
+    info.record.call_cpu_ns += shown * period;
+  }
   const Line* l = symbolize(smp);
   if (!l) return;
   blocked_since_write_[kind - 1][l] += n;

@@ -305,6 +305,10 @@ class Profiler {
     uint64_t slept_ns() const { return paused_ns > held_ns ? paused_ns - held_ns : 0; }
     uint64_t preempt_credited_ns = 0;  // delay credited for sitting preempted
     uint64_t other_rest_ns = 0;  // `other` waiting time not yet worth a whole blocked sample
+    // Per wait kind: blocked samples' time off the CPU not yet worth a whole
+    // one in the stacks (account_blocked).
+    uint64_t blocked_rest_ns[6] = {0, 0, 0, 0, 0, 0};
+    uint64_t kernel_rest_ns[6] = {0, 0, 0, 0, 0, 0};  // and their calls' CPU time (coz_kernel_in_io...)
     const Sample* last_cpu = nullptr;  // its latest CPU sample in this look (where waits resumed)
   };
   void note_thread(ThreadState* t);

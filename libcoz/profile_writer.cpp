@@ -379,7 +379,10 @@ std::string ProfileWriter::format_thread(const ThreadRecord& r) const {
   for (int i = 0; i < 6; i++) out += (i ? ",\"" : "\"") + std::string(kWaitNames[i]) + "\":" + std::to_string(r.wait_ns[i]);
   return out + "},\"paused_ns\":" + std::to_string(r.paused_ns) + ",\"paused_cpu_ns\":" + std::to_string(r.paused_cpu_ns) +
          ",\"preempt_credited_ns\":" + std::to_string(r.preempt_credited_ns) +
-         (r.off_cpu_ns >= 0 ? ",\"off_cpu_ns\":" + std::to_string(r.off_cpu_ns) : std::string()) + "}\n";
+         (r.off_cpu_ns >= 0 ? ",\"off_cpu_ns\":" + std::to_string(r.off_cpu_ns) +
+                                  ",\"call_cpu_ns\":" + std::to_string(r.call_cpu_ns)
+                            : std::string()) +
+         "}\n";
 }
 
 std::string ProfileWriter::format_counters(const CountersRecord& r) const {

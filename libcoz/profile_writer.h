@@ -126,6 +126,10 @@ struct ThreadRecord {
   // runtime's pauses that slept: the program's own time off the CPU, in
   // interposed calls or not. -1 (not written) without switch records.
   int64_t off_cpu_ns = -1;
+  // The kernel's CPU time inside its interposed calls, as its blocked
+  // samples measured it: the CPU stacks under coz_kernel_in_io (_lock,
+  // _sleep, _sync). Written with off_cpu_ns.
+  uint64_t call_cpu_ns = 0;
 };
 
 // Synchronization counters (a `locks` record).

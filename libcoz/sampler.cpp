@@ -305,16 +305,8 @@ uint64_t drain_perf(ThreadState* t, void* uc) {
 
 // [sig] After a pause that held the CPU (delays.h, set_after_held_pause_fn):
 // the records of its samples are dropped while its window is still known,
-// those before it counted. Not a wake: a wake's mark is kept while no
-// record was read, and what was read consumed it.
-void drain_after_held_pause(ThreadState* t) {
-  if (!t->page) return;
-  const uint64_t wake = t->wake_tail, before = t->page->data_tail;
-  const bool fits = t->wake_fits;
-  add_hits(t, drain_perf(t, nullptr));
-  t->wake_tail = t->page->data_tail == before ? wake : UINT64_MAX;
-  t->wake_fits = fits;
-}
+// those before it counted.
+void drain_after_held_pause(ThreadState* t) { drain_own_records(t); }
 
 // [sig] Timer sampler: the sample is the interrupted context itself, and
 // stands for every period that elapsed since the previous one (the timer's
@@ -350,6 +342,20 @@ uint64_t sample_from_context(ThreadState* t, void* uc, int overrun) {
 }
 
 }  // namespace
+
+// [sig] Reads the thread's own records now, outside a sample signal and
+// not for a wake: a wake's mark is kept while no record was read, and what
+// was read consumed it. False when the thread does not read its own ring
+// (sampling-only, the timer sampler).
+bool drain_own_records(ThreadState* t) {
+  if (!t->page || g_settings.signal_free) return false;
+  const uint64_t wake = t->wake_tail, before = t->page->data_tail;
+  const bool fits = t->wake_fits;
+  add_hits(t, drain_perf(t, nullptr));
+  t->wake_tail = t->page->data_tail == before ? wake : UINT64_MAX;
+  t->wake_fits = fits;
+  return true;
+}
 
 uint64_t draw_period(uint64_t* state, uint64_t mean) {
   uint64_t x = *state ? *state : 0x9e3779b97f4a7c15ull;  // xorshift64*

@@ -78,6 +78,11 @@ void sampler_forget(ThreadState* t);
 // `uc` is the interrupted context when called from the sample signal's
 // handler (its newest sample is then unwound from it), else null.
 void process_samples(ThreadState* t, void* uc);
+// [sig] The thread reads its own perf records now (its switch records
+// above all), outside a sample signal and not as a wake, with t->enter()
+// held. False when it does not read its own ring (sampling-only, where the
+// profiler thread does; the timer sampler, which has none).
+bool drain_own_records(ThreadState* t);
 // [sig] Whether the thread's perf ring holds records it has not read (a
 // sample, a switch record).
 inline bool ring_has_records(const ThreadState* t) {

@@ -60,6 +60,16 @@ inline uint32_t sample_kind(uint32_t flags) { return (flags >> kSampleKindShift)
 struct Sample {
   uint64_t weight_ns = 0;  // CPU time since the thread's previous sample (the real, randomized period)
   uint64_t wait_ns = 0;    // time runnable but preempted since the previous sample (scheduling delay)
+  // A blocked sample: the call that pushed it (its stack is the call's),
+  // ended at call_end_ns (CLOCK_MONOTONIC) after call_ns, of which call_off_ns
+  // off the CPU of the thread's own accord (kCallOffUnknown: not measured
+  // by the thread; the profiler thread measures it where it parses the
+  // thread's switch records). Blocked samples stand for the off-CPU part.
+  static constexpr uint64_t kCallOffUnknown = UINT64_MAX;
+  uint64_t call_end_ns = 0;
+  uint64_t call_ns = 0;
+  uint64_t call_off_ns = kCallOffUnknown;
+  uint64_t call_preempted_ns = 0;  // and preempted (known when call_off_ns is)
   uint32_t flags = 0;
   uint32_t n = 0;
   uintptr_t pcs[kMaxFrames];
@@ -113,19 +123,29 @@ class ThreadName {
 
 // Single producer (the owning thread, in its signal handler), single
 // consumer (the profiler thread): variable-length records of 64-bit words,
-// [n | flags << 32][weight_ns][wait_ns][pc x n]. [sig] for push.
+// [n | flags << 32][weight_ns][wait_ns][pc x n], and for a blocked sample
+// (a kind in the flags) [call_end_ns][call_ns][call_off_ns][call_preempted_ns]
+// before the pcs.
+// [sig] for push.
 class SampleRing {
  public:
   static constexpr uint32_t kWords = 2048;  // 16 KiB: ~100 samples of 20 frames, ~10 ms of them at most
   // [sig] False when the ring is full (the profiler thread fell behind).
   bool push(const Sample& s) {
-    uint32_t words = 3 + s.n;
+    const uint32_t call = sample_kind(s.flags) ? 4 : 0;
+    uint32_t words = 3 + call + s.n;
     uint32_t head = head_.load(std::memory_order_relaxed);
     if (head - tail_.load(std::memory_order_acquire) + words > kWords) return false;
     put(head, static_cast<uint64_t>(s.n) | static_cast<uint64_t>(s.flags) << 32);
     put(head + 1, s.weight_ns);
     put(head + 2, s.wait_ns);
-    for (uint32_t i = 0; i < s.n; i++) put(head + 3 + i, s.pcs[i]);
+    if (call) {
+      put(head + 3, s.call_end_ns);
+      put(head + 4, s.call_ns);
+      put(head + 5, s.call_off_ns);
+      put(head + 6, s.call_preempted_ns);
+    }
+    for (uint32_t i = 0; i < s.n; i++) put(head + 3 + call + i, s.pcs[i]);
     head_.store(head + words, std::memory_order_release);
     return true;
   }
@@ -138,8 +158,13 @@ class SampleRing {
     s->flags = static_cast<uint32_t>(w0 >> 32);
     s->weight_ns = words_[(tail + 1) % kWords];
     s->wait_ns = words_[(tail + 2) % kWords];
-    for (uint32_t i = 0; i < s->n; i++) s->pcs[i] = static_cast<uintptr_t>(words_[(tail + 3 + i) % kWords]);
-    tail_.store(tail + 3 + s->n, std::memory_order_release);
+    const uint32_t call = sample_kind(s->flags) ? 4 : 0;
+    s->call_end_ns = call ? words_[(tail + 3) % kWords] : 0;
+    s->call_ns = call ? words_[(tail + 4) % kWords] : 0;
+    s->call_off_ns = call ? words_[(tail + 5) % kWords] : Sample::kCallOffUnknown;
+    s->call_preempted_ns = call ? words_[(tail + 6) % kWords] : 0;
+    for (uint32_t i = 0; i < s->n; i++) s->pcs[i] = static_cast<uintptr_t>(words_[(tail + 3 + call + i) % kWords]);
+    tail_.store(tail + 3 + call + s->n, std::memory_order_release);
     return true;
   }
   bool empty() const { return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire); }
@@ -193,6 +218,7 @@ struct SwitchState {
           preempted_ns += time - out_ns;
         else
           __atomic_store_n(&voluntary_ns, voluntary_ns + (time - out_ns), __ATOMIC_RELAXED);
+        note_off(out_ns, time, !out_preempted);
       }
       out_ns = 0;
       return preempted_to != 0;
@@ -202,6 +228,41 @@ struct SwitchState {
     uint64_t v = preempted_ns;
     preempted_ns = 0;
     return v;
+  }
+
+  // The time off the CPU within [from, to] (CLOCK_MONOTONIC), of its own
+  // accord (`voluntary`) and preempted (`preempted`), from the latest
+  // intervals parsed so far. False when the history does not reach back to
+  // `from` (more switches since then than it keeps), or a switch out before
+  // `to` has no switch in yet.
+  bool off_within(uint64_t from, uint64_t to, uint64_t* voluntary, uint64_t* preempted) const {
+    *voluntary = *preempted = 0;
+    if (out_ns && out_ns < to) return false;
+    const uint32_t kept = off_count < kOffHistory ? off_count : kOffHistory;
+    uint32_t i = 0;
+    for (; i < kept; i++) {
+      const Off& o = history[(off_count - 1 - i) % kOffHistory];  // newest first
+      if (o.to <= from) break;
+      uint64_t a = o.from > from ? o.from : from, b = o.to < to ? o.to : to;
+      if (b > a) *(o.voluntary ? voluntary : preempted) += b - a;
+    }
+    // Those no longer kept ended before the oldest kept began.
+    return i < kept || off_count <= kOffHistory || history[off_count % kOffHistory].from <= from;
+  }
+
+ private:
+  // The latest intervals off the CPU, [from, to), for off_within.
+  static constexpr uint32_t kOffHistory = 16;
+  struct Off {
+    uint64_t from, to;
+    bool voluntary;
+  };
+  Off history[kOffHistory] = {};
+  uint32_t off_count = 0;
+
+  void note_off(uint64_t from, uint64_t to, bool voluntary) {
+    history[off_count % kOffHistory] = {from, to, voluntary};
+    off_count++;
   }
 };
 

@@ -140,8 +140,27 @@ void unwinder_text(uintptr_t* start, uintptr_t* end) {
 
 // Never called: its address stands for a sample taken inside libunwind in
 // the runtime's sample handler, whose callers the kernel could not give.
-__attribute__((noinline, used)) void coz_runtime_unwinding() { __asm__ volatile(""); }
+// The frame is its address plus one (a return address, as the stacks'
+// frames are): its body is longer than one byte, so that the frame is
+// inside it and symbolizes to its name.
+extern "C" __attribute__((noinline, used)) void coz_runtime_unwinding() { __asm__ volatile("nop\n\tnop"); }
 uintptr_t runtime_unwinding_frame() { return reinterpret_cast<uintptr_t>(&coz_runtime_unwinding) + 1; }
+// Never called either: each one's address stands for the kernel's CPU time
+// inside an interposed call of its category. Bodies of their own lengths,
+// so that no pass folds them into one.
+extern "C" __attribute__((noinline, used)) void coz_kernel_in_io() { __asm__ volatile("nop"); }
+extern "C" __attribute__((noinline, used)) void coz_kernel_in_lock() { __asm__ volatile("nop\n\tnop\n\tnop"); }
+extern "C" __attribute__((noinline, used)) void coz_kernel_in_sleep() { __asm__ volatile("nop\n\tnop\n\tnop\n\tnop"); }
+extern "C" __attribute__((noinline, used)) void coz_kernel_in_sync() {
+  __asm__ volatile("nop\n\tnop\n\tnop\n\tnop\n\tnop");
+}
+uintptr_t kernel_in_call_frame(WaitKind kind) {
+  void (*fn)() = coz_kernel_in_io;
+  if (kind == WaitKind::kLock) fn = coz_kernel_in_lock;
+  if (kind == WaitKind::kSleep) fn = coz_kernel_in_sleep;
+  if (kind == WaitKind::kSync) fn = coz_kernel_in_sync;
+  return reinterpret_cast<uintptr_t>(fn) + 1;
+}
 
 uint32_t call_stack(uintptr_t* pcs, uint32_t max, bool* truncated) {
   *truncated = false;
@@ -235,6 +254,20 @@ void settle_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller, bo
       smp.flags = (smp.flags & kSampleTruncated) | static_cast<uint32_t>(k + 1) << kSampleKindShift;
       smp.weight_ns = n * period;
       smp.wait_ns = 0;
+      // The call's time off the CPU, for the profile's stacks: a call can
+      // keep the CPU (a write the kernel copies at once). Its switch records
+      // are read now, where the thread reads its own (once per period of
+      // waiting at most); elsewhere the profiler thread measures it.
+      smp.call_ns = waited;
+      smp.call_end_ns = wait_clock();
+      if (drain_own_records(t)) {
+        uint64_t off = 0, preempted = 0;
+        const uint64_t from = smp.call_end_ns > waited ? smp.call_end_ns - waited : 0;
+        if (t->switches.off_within(from, smp.call_end_ns, &off, &preempted)) {
+          smp.call_off_ns = off;
+          smp.call_preempted_ns = preempted;
+        }
+      }
       if (!t->ring.push(smp)) t->dropped_samples.fetch_add(1, std::memory_order_relaxed);
     }
   }

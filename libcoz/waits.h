@@ -67,6 +67,11 @@ void unwinder_text(uintptr_t* start, uintptr_t* end);
 // An address in the runtime's function coz_runtime_unwinding: the one frame
 // of a sample taken inside libunwind with no caller known (stacks.h).
 uintptr_t runtime_unwinding_frame();
+// An address in the runtime's function coz_kernel_in_io (_lock, _sleep,
+// _sync, after the call's category): the innermost frame of the CPU time
+// the kernel spent in an interposed call for the program, on the call's
+// stack (no user-mode sample sees it).
+uintptr_t kernel_in_call_frame(WaitKind kind);
 
 // Descriptor bookkeeping, from the interposed calls that create, copy and
 // close descriptors. Cheap: a byte store or an atomic insert.

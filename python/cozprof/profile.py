@@ -127,6 +127,24 @@ class Stack:
         self.group = group
 
 
+# The runtime's frames for the kernel's CPU time inside an interposed call,
+# innermost in "cpu" stacks, by the call's wait category (docs/runtime.md,
+# "Blocked samples in the stacks").
+KERNEL_IN_CALL = {"coz_kernel_in_io": "io", "coz_kernel_in_lock": "lock",
+                  "coz_kernel_in_sleep": "sleep", "coz_kernel_in_sync": "sync"}
+
+
+def kernel_call_kind(run, stack):
+    """The wait category of a "cpu" stack that is the kernel's CPU time in one
+    of the program's calls (its innermost frame one of KERNEL_IN_CALL), else None."""
+    if stack.kind != "cpu" or not stack.locations:
+        return None
+    loc = run.locations.get(stack.locations[0])
+    if loc is None or not loc.lines:
+        return None
+    return KERNEL_IN_CALL.get(loc.lines[0][0])
+
+
 class Run:
     """Records from one `startup` record up to the next (one profiled process)."""
 

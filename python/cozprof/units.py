@@ -105,6 +105,8 @@ class _RunIndex:
             for sid, st in self.run.stacks.items():
                 n = weights.get(sid, 0)
                 ids = st.locations
+                if profile_mod.kernel_call_kind(self.run, st):
+                    ids = ids[1:]  # the kernel's work in a call: the call site calls no function of ours
                 for k in range(len(ids)):
                     key = (ids[k - 1] if k else None, ids[k])
                     pairs[key] = pairs.get(key, 0) + n
@@ -122,17 +124,21 @@ class _RunIndex:
     @property
     def blocked_stacks(self):
         """[(kind, frozenset of the "path:line" of its frames, samples)] of the
-        blocked stacks with samples."""
+        blocked stacks with samples. A wait's time on the CPU (the kernel's work
+        for the call: a "cpu" stack under coz_kernel_in_io and the like) counts
+        in its category, as the call's `blocked` counts per line do: a unit's
+        waits are the time inside its calls."""
         if self._blocked_stacks is None:
             weights = self._weights()
             out = []
             for sid, st in self.run.stacks.items():
                 n = weights.get(sid, 0)
-                if st.kind == CPU or n <= 0:
+                kind = profile_mod.kernel_call_kind(self.run, st) if st.kind == CPU else st.kind
+                if kind is None or n <= 0:
                     continue
                 keys = frozenset(key for lid in st.locations for key, _ in self._location_lines(lid)
                                  if key is not None)
-                out.append((st.kind, keys, n))
+                out.append((kind, keys, n))
             self._blocked_stacks = out
         return self._blocked_stacks
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import PROGRAMS, build_program, coz_env, coz_run, line_result, precise_slope, records
+from conftest import PROGRAMS, build_program, coz_env, coz_run, in_kernel, line_result, precise_slope, records
 
 from cozprof.profile import load
 
@@ -115,6 +115,19 @@ def test_a_call_that_keeps_the_cpu_is_not_time_off_it(tmp_path, mode):
     # A wait under way at the end counts, in its kind and off the CPU.
     assert idler["wait_ns"]["sync"] > 0.9 * own(idler) and idler["off_cpu_ns"] > 0.9 * own(idler), \
         json.dumps(idler)
+    # The stacks: a blocked sample stands for its call's time off the CPU, and
+    # the call's time on it is CPU time under coz_kernel_in_io. The
+    # writer's io is (nearly) all the latter, the sleeper's sleep the former.
+    run = load([str(out)]).runs[0]
+    period = run.startup["sample_period_ns"]
+    by = {}
+    for s in run.stacks.values():
+        key = (s.group, "kernel" if in_kernel(run, s) else s.kind)
+        by[key] = by.get(key, 0) + run.stack_counts[s.id][1]
+    assert by.get(("writer", "io"), 0) < 0.05 * own(writer) + period, (by, writer)
+    assert writer["call_cpu_ns"] == by.get(("writer", "kernel"), 0) > 0.5 * writer["wait_ns"]["io"], (by, writer)
+    assert 0.8 * slept - 2 * period < by.get(("sleeper", "sleep"), 0) <= slept, (by, sleeper)
+    assert by.get(("sleeper", "kernel"), 0) < 0.05 * own(sleeper) + period, (by, sleeper)
     # The report's table names the writer's group, not the sleeper's nor the idler's.
     rep = subprocess.run([sys.executable, "-m", "cozprof", "report", str(out)], capture_output=True,
                          env=coz_env(), timeout=60)

@@ -457,6 +457,36 @@ def test_a_function_knows_its_lines_and_the_call_sites_that_call_it():
             assert ln["calls"] == []
 
 
+def test_a_call_sites_waits_keep_their_time_on_the_cpu(tmp_path):
+    # Since 2026-12-01 a blocked sample's time on the CPU (the kernel's work
+    # for the call) is a "cpu" stack under coz_kernel_in_io: a call site's
+    # waits still count it in their category, and the call site calls no
+    # function named so.
+    src = os.path.join(FIXTURES, "units.coz")
+    out = []
+    for line in open(src):
+        rec = json.loads(line)
+        if rec["type"] == "locations":
+            rec["locations"].append({"id": 99, "address": 77, "object": "/lib/libcoz.so", "object_offset": 77,
+                                     "build_id": None, "lines": [{"function": "coz_kernel_in_io",
+                                                                  "file": None, "line": 0}]})
+        elif rec["type"] == "stacks":
+            rec["stacks"].append({"id": 6, "locations": [99, 4, 2, 7], "kind": "cpu", "tid": 11,
+                                  "thread": "app", "group": "main"})
+        elif rec["type"] == "stack_counts":
+            rec["counts"] = [[4, 25, 25000000] if c[0] == 4 else c for c in rec["counts"]]
+            rec["counts"].append([6, 15, 15000000])
+        out.append(json.dumps(rec))
+    f = tmp_path / "split.coz"
+    f.write_text("\n".join(out) + "\n")
+    r = analysis.analyze(profile.load(str(f)))
+    cs = unit_curve(r, "callsite", "/src/u.c:20")
+    assert cs["calls"] == ["work"] and cs["samples"] == 240
+    assert cs["off_cpu"] == approx({"io": 40 / 240})
+    before = unit_curve(run("units.coz"), "callsite", "/src/u.c:20")
+    assert cs["phase_factor"] == approx(before["phase_factor"])
+
+
 def test_function_names_with_a_path_match_only_that_file():
     from cozprof import units
     assert units.split_function_name("work [/src/u.c]") == ("work", "/src/u.c")

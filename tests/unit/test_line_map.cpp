@@ -7,6 +7,7 @@
 #include "locks.h"
 #include "profile_writer.h"
 #include "thread_state.h"
+#include "waits.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -733,6 +734,82 @@ TEST(ProfilerDrain, LateRingRecordsOfAnEndedThreadMakeNoEntry) {
   EXPECT_EQ(p.threads_known(), 0u) << "no entry for a thread no longer known";
 }
 
+// Sampling-only: a blocked sample stands in the stacks for its call's time
+// off the CPU, which the profiler thread reads from the thread's switch
+// records, and the call's time on the CPU (the kernel's work) goes to the
+// CPU stacks under coz_kernel_in_io; its time preempted is neither (the
+// next CPU sample's `sched`). A 1 MiB pwrite to a file in memory never
+// leaves the CPU: its io samples were the kernel's CPU time.
+TEST(ProfilerDrain, ABlockedSampleKeepsItsCallsTimeOffTheCpu) {
+  coz::LineMap m({"MAIN"}, {"%"});
+  coz::ThreadState t;
+  t.tid = 4343;
+  t.start_ns = 1;
+  std::vector<char> records;
+  coz::ProfilerHooks hooks;
+  hooks.for_each_thread = [&](const std::function<void(coz::ThreadState*)>& fn) { fn(&t); };
+  hooks.take_cpu_records = [&](std::vector<char>* out, std::vector<coz::ThreadRecords>* chunks, uint64_t*) {
+    if (records.empty()) return;
+    chunks->push_back({t.tid, out->size(), records.size()});
+    out->insert(out->end(), records.begin(), records.end());
+    records.clear();
+  };
+  auto switch_record = [&](uint16_t misc, uint64_t time) {
+    struct {
+      perf_event_header hdr;
+      uint32_t pid, tid;
+      uint64_t time;
+    } rec = {{PERF_RECORD_SWITCH, misc, 24}, 4343, 4343, time};
+    const char* bytes = reinterpret_cast<const char*>(&rec);
+    records.insert(records.end(), bytes, bytes + sizeof rec);
+  };
+  constexpr uint64_t ms = 1000000;
+  // The call: 6 to 10 ms. Off of its own accord 7 to 9 ms, preempted 9.5
+  // to 9.9 ms: 2 ms off, 0.4 ms preempted, 1.6 ms on the CPU.
+  switch_record(PERF_RECORD_MISC_SWITCH_OUT, 7 * ms);
+  switch_record(0, 9 * ms);
+  switch_record(PERF_RECORD_MISC_SWITCH_OUT | PERF_RECORD_MISC_SWITCH_OUT_PREEMPT, 9 * ms + ms / 2);
+  switch_record(0, 9 * ms + 9 * ms / 10);
+  coz::Sample smp;
+  smp.n = 1;
+  smp.pcs[0] = reinterpret_cast<uintptr_t>(&line_choice_fn_a);
+  smp.flags = (static_cast<uint32_t>(coz::WaitKind::kIo) + 1) << coz::kSampleKindShift;
+  smp.weight_ns = 10 * ms;  // ten periods of io, carried over its calls
+  smp.call_end_ns = 10 * ms;
+  smp.call_ns = 4 * ms;
+  ASSERT_TRUE(t.ring.push(smp));
+  // A call that never left the CPU (no switch record in it): io no more.
+  smp.weight_ns = 3 * ms;
+  smp.call_end_ns = 20 * ms;
+  smp.call_ns = ms;
+  ASSERT_TRUE(t.ring.push(smp));
+  coz::Config config;
+  config.sampling_only = true;
+  char path[] = "/tmp/coz-test-blocked-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  {
+    coz::ProfileWriter w;
+    std::string error;
+    ASSERT_TRUE(w.open(path, false, &error)) << error;
+    coz::Profiler p(config, &m, &w, hooks);
+    p.drain();
+    t.state.store(coz::kThreadEnded);
+    p.drain();
+  }
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  unlink(path);
+  // io: 5 ms of the first sample's 10 (2 ms off of its call's 4), none of
+  // the second's. CPU: 4 ms of the first (1.6 of 4), 3 ms of the second.
+  EXPECT_NE(text.find("\"kind\":\"io\""), std::string::npos) << text;
+  EXPECT_NE(text.find("[1,5,5000000]"), std::string::npos) << text;
+  EXPECT_NE(text.find("[2,7,7000000]"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"call_cpu_ns\":7000000"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"io\":0,"), std::string::npos) << "the thread's waits are its own counters' " << text;
+}
+
 TEST(SampleRing, VariableLengthRecordsWrapAroundAndFill) {
   coz::SampleRing r;
   coz::Sample in, out;
@@ -759,4 +836,35 @@ TEST(SampleRing, VariableLengthRecordsWrapAroundAndFill) {
   while (r.push(in)) fit++;
   EXPECT_EQ(fit, static_cast<int>(coz::SampleRing::kWords / (3 + coz::kMaxFrames))) << "full: refused, not overwritten";
   EXPECT_EQ(pushed, popped);
+}
+
+// A blocked sample carries its call's end, length and time off the CPU
+// (four more words); a CPU sample does not.
+TEST(SampleRing, ABlockedSampleCarriesItsCall) {
+  coz::SampleRing r;
+  coz::Sample in, out;
+  in.n = 2;
+  in.pcs[0] = 11;
+  in.pcs[1] = 22;
+  in.weight_ns = 3000000;
+  in.flags = 3u << coz::kSampleKindShift;
+  in.call_end_ns = 123456789;
+  in.call_ns = 4567;
+  in.call_off_ns = 4000;
+  in.call_preempted_ns = 300;
+  ASSERT_TRUE(r.push(in));
+  in.flags = 0;
+  in.call_end_ns = in.call_ns = 99;
+  ASSERT_TRUE(r.push(in));
+  ASSERT_TRUE(r.pop(&out));
+  EXPECT_EQ(out.call_end_ns, 123456789u);
+  EXPECT_EQ(out.call_ns, 4567u);
+  EXPECT_EQ(out.call_off_ns, 4000u);
+  EXPECT_EQ(out.call_preempted_ns, 300u);
+  EXPECT_EQ(out.pcs[1], 22u);
+  ASSERT_TRUE(r.pop(&out));
+  EXPECT_EQ(out.call_end_ns, 0u) << "a CPU sample has no call";
+  EXPECT_EQ(out.call_off_ns, coz::Sample::kCallOffUnknown);
+  EXPECT_EQ(out.pcs[1], 22u);
+  EXPECT_TRUE(r.empty());
 }

@@ -1027,7 +1027,9 @@ TEST(Writer, ThreadRecordsSayHowLongTheRuntimePausedTheThread) {
             "\"sync\":0,\"sched\":0,\"other\":0},\"paused_ns\":1234567,\"paused_cpu_ns\":89,"
             "\"preempt_credited_ns\":3456}\n");
   r.off_cpu_ns = 0;  // known (switch records), and none: written
-  EXPECT_NE(w.format_thread(r).find(",\"preempt_credited_ns\":3456,\"off_cpu_ns\":0}\n"), std::string::npos);
+  r.call_cpu_ns = 5000000;
+  EXPECT_NE(w.format_thread(r).find(",\"preempt_credited_ns\":3456,\"off_cpu_ns\":0,\"call_cpu_ns\":5000000}\n"),
+            std::string::npos);
 }
 
 TEST(Writer, SpeedupFractionsHaveTwoDecimals) {
@@ -2083,6 +2085,38 @@ TEST(SwitchState, WakeupPreemptionIsChargedToNoLine) {
   s.on_switch(0, 7000);
   EXPECT_EQ(s.take_preempted(), 1000u);
   EXPECT_EQ(s.uncharged_ns, 4000u);
+}
+
+// A blocked sample's call, measured against the intervals the records
+// gave: off of its own accord, preempted, and unknown once more intervals
+// ended within it than the history keeps, or while a switch out in it has
+// no switch in yet.
+TEST(SwitchState, OffWithinACallSplitsVoluntaryFromPreemptedTime) {
+  coz::SwitchState s;
+  uint64_t off = 1, preempted = 1;
+  EXPECT_TRUE(s.off_within(0, 1000, &off, &preempted)) << "no switch: never left the CPU";
+  EXPECT_EQ(off, 0u);
+  EXPECT_EQ(preempted, 0u);
+  s.on_switch(kOut, 100);  // blocks
+  EXPECT_FALSE(s.off_within(0, 1000, &off, &preempted)) << "still out, as far as the records go";
+  s.on_switch(0, 400);
+  s.on_switch(kOut | kPreempt, 500);
+  s.on_switch(0, 600);
+  s.on_switch(kOut, 900);
+  s.on_switch(0, 1200);
+  ASSERT_TRUE(s.off_within(200, 1000, &off, &preempted));
+  EXPECT_EQ(off, 200u + 100u) << "200-400 and 900-1000";
+  EXPECT_EQ(preempted, 100u);
+  s.take_preempted();
+  for (uint64_t at = 2000; at < 2000 + 16 * 100; at += 100) {
+    s.on_switch(kOut, at);
+    s.on_switch(0, at + 50);
+  }
+  ASSERT_TRUE(s.off_within(2000, 3600, &off, &preempted)) << "16 intervals: all kept";
+  EXPECT_EQ(off, 16u * 50u);
+  EXPECT_FALSE(s.off_within(1100, 3600, &off, &preempted)) << "the 17th, 900-1200, is gone";
+  EXPECT_TRUE(s.off_within(2150, 3600, &off, &preempted)) << "from after the oldest kept";
+  EXPECT_EQ(off, 14u * 50u);
 }
 
 TEST(SwitchState, PreemptionFollowedByABlockIsStillChargedToTheNextSample) {
