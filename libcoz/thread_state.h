@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "line_map.h"
 
@@ -230,39 +231,60 @@ struct SwitchState {
     return v;
   }
 
-  // The time off the CPU within [from, to] (CLOCK_MONOTONIC), of its own
-  // accord (`voluntary`) and preempted (`preempted`), from the latest
-  // intervals parsed so far. False when the history does not reach back to
-  // `from` (more switches since then than it keeps), or a switch out before
-  // `to` has no switch in yet.
-  bool off_within(uint64_t from, uint64_t to, uint64_t* voluntary, uint64_t* preempted) const {
-    *voluntary = *preempted = 0;
-    if (out_ns && out_ns < to) return false;
-    const uint32_t kept = off_count < kOffHistory ? off_count : kOffHistory;
-    uint32_t i = 0;
-    for (; i < kept; i++) {
-      const Off& o = history[(off_count - 1 - i) % kOffHistory];  // newest first
-      if (o.to <= from) break;
-      uint64_t a = o.from > from ? o.from : from, b = o.to < to ? o.to : to;
-      if (b > a) *(o.voluntary ? voluntary : preempted) += b - a;
-    }
-    // Those no longer kept ended before the oldest kept began.
-    return i < kept || off_count <= kOffHistory || history[off_count % kOffHistory].from <= from;
-  }
-
- private:
-  // The latest intervals off the CPU, [from, to), for off_within.
-  static constexpr uint32_t kOffHistory = 16;
+  // An interval off the CPU, [from, to) on CLOCK_MONOTONIC: of its own
+  // accord (blocked, asleep) or preempted.
   struct Off {
     uint64_t from, to;
     bool voluntary;
   };
+  // The profiler thread's (sampling-only), where it reads the thread's
+  // records a look at a time, after many switches: every interval parsed
+  // is appended here too. Never set in the thread itself (no allocation in
+  // its signal handler).
+  std::vector<Off>* log = nullptr;
+
+  // The time off the CPU within [from, to], of its own accord (`voluntary`)
+  // and preempted (`preempted`), from the latest 16 intervals parsed so far.
+  // False when they do not reach back to `from`, or a switch out before
+  // `to` has no switch in yet.
+  bool off_within(uint64_t from, uint64_t to, uint64_t* voluntary, uint64_t* preempted) const {
+    if (out_ns && out_ns < to) return false;
+    const uint32_t kept = off_count < kOffHistory ? off_count : kOffHistory;
+    return overlap(
+        [&](uint32_t i) { return i < kept ? &history[(off_count - 1 - i) % kOffHistory] : nullptr; },  // newest first
+        off_count <= kOffHistory ? 0 : UINT64_MAX, from, to, voluntary, preempted);
+  }
+
+  // Adds up the intervals `newest(0)`, `newest(1)`, ... (newest first, a
+  // null pointer after the last) that overlap [from, to]; every interval
+  // that ended after `since` is among them (UINT64_MAX: not known). True
+  // when they reach back to `from`: those not given ended before the
+  // oldest given began, and before `since`.
+  template <typename Newest>
+  static bool overlap(Newest newest, uint64_t since, uint64_t from, uint64_t to, uint64_t* voluntary,
+                      uint64_t* preempted) {
+    *voluntary = *preempted = 0;
+    const Off* oldest = nullptr;
+    for (uint32_t i = 0;; i++) {
+      const Off* o = newest(i);
+      if (!o) break;
+      if (o->to <= from) return true;
+      uint64_t a = o->from > from ? o->from : from, b = o->to < to ? o->to : to;
+      if (b > a) *(o->voluntary ? voluntary : preempted) += b - a;
+      oldest = o;
+    }
+    return since <= from || (oldest && oldest->from <= from);
+  }
+
+ private:
+  static constexpr uint32_t kOffHistory = 16;
   Off history[kOffHistory] = {};
   uint32_t off_count = 0;
 
   void note_off(uint64_t from, uint64_t to, bool voluntary) {
     history[off_count % kOffHistory] = {from, to, voluntary};
     off_count++;
+    if (log) log->push_back({from, to, voluntary});
   }
 };
 

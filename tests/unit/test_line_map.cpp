@@ -770,6 +770,13 @@ TEST(ProfilerDrain, ABlockedSampleKeepsItsCallsTimeOffTheCpu) {
   switch_record(0, 9 * ms);
   switch_record(PERF_RECORD_MISC_SWITCH_OUT | PERF_RECORD_MISC_SWITCH_OUT_PREEMPT, 9 * ms + ms / 2);
   switch_record(0, 9 * ms + 9 * ms / 10);
+  // Then, before the look, 40 short blocks of the thread (a busy server's
+  // worker switches a thousand times a look): more than the thread state's
+  // own 16 intervals, which read the call as not known, and counted it whole.
+  for (uint64_t at = 30 * ms; at < 70 * ms; at += ms) {
+    switch_record(PERF_RECORD_MISC_SWITCH_OUT, at);
+    switch_record(0, at + ms / 2);
+  }
   coz::Sample smp;
   smp.n = 1;
   smp.pcs[0] = reinterpret_cast<uintptr_t>(&line_choice_fn_a);
