@@ -740,15 +740,16 @@ void Profiler::account_blocked(pid_t tid, uint32_t kind, const Sample& smp) {
   if (!n) return;
   // The stacks keep the wait's time off the CPU, and its CPU time (the
   // kernel's work for the call) as CPU time under the frame
-  // coz_kernel_in_io (_lock, _sleep, _sync); its time preempted is in `sched` already, on the
-  // stack where the thread resumed. The pushing call's shares stand for the
-  // sample's (docs/runtime.md, "Blocked samples").
+  // coz_kernel_in_io (_lock, _sleep, _sync); its time preempted is in
+  // `sched` already, on the stack where the thread resumed. The pushing
+  // call's shares stand for the sample's (docs/runtime.md, "Blocked
+  // samples in the stacks").
   ThreadInfo& info = known_thread(tid);
   uint64_t off = smp.call_off_ns, preempted = smp.call_preempted_ns;
   if (off == Sample::kCallOffUnknown && config_.sampling_only && info.switch_records && smp.call_end_ns) {
     // From the intervals of this look and the previous one: a look holds
-    // many switches of a busy thread (an nginx worker's, a thousand), more
-    // than the state's own 16.
+    // many more switches of a busy thread (an nginx worker) than the
+    // state's own last 16.
     const uint64_t to = smp.call_end_ns, from = to > smp.call_ns ? to - smp.call_ns : 0;
     const auto& cur = info.off_cur;
     const auto& prev = info.off_prev;
