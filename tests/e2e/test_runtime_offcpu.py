@@ -128,6 +128,18 @@ def test_a_call_that_keeps_the_cpu_is_not_time_off_it(tmp_path, mode):
     assert writer["call_cpu_ns"] == by.get(("writer", "kernel"), 0) > 0.5 * writer["wait_ns"]["io"], (by, writer)
     assert 0.8 * slept - 2 * period < by.get(("sleeper", "sleep"), 0) <= slept, (by, sleeper)
     assert by.get(("sleeper", "kernel"), 0) < 0.05 * own(sleeper) + period, (by, sleeper)
+    # The runtime's own CPU time in the threads counts under the call it
+    # served (its frames collapse into the interposed function): a CPU stack
+    # rooted in libcoz.so is the sample handler's unwinding alone. Built
+    # without frame pointers, the runtime's samples read outside the signal
+    # were rooted in coz::settle_wait, coz::drain_perf and the like.
+    def root(s):
+        loc = run.locations[s.locations[-1]]
+        return loc.lines[0][0] if loc.lines and loc.lines[0][0] else hex(loc.object_offset)
+    rooted = {root(s): run.stack_counts[s.id][0] for s in run.stacks.values()
+              if s.kind == "cpu" and s.locations and "libcoz" in run.locations[s.locations[-1]].object
+              and root(s) != "coz_runtime_unwinding"}
+    assert sum(rooted.values()) <= 1, rooted
     # The report's table names the writer's group, not the sleeper's nor the idler's.
     rep = subprocess.run([sys.executable, "-m", "cozprof", "report", str(out)], capture_output=True,
                          env=coz_env(), timeout=60)
