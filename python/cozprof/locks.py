@@ -15,6 +15,7 @@ import math
 import re
 
 from .errors import CozError
+from . import profile as profile_mod
 from .profile import KILLED
 
 SCHEMA = 1
@@ -764,7 +765,10 @@ def hottest_line(profile, group, run=None):
         argv0 = r.startup.get("argv0")
         for sid, (_n, ns) in r.stack_counts.items():
             st = r.stacks.get(sid)
-            if st is None or st.group != group or st.kind in SYNC_WAITS:
+            # (A lock or sync call's time on the CPU, a "cpu" stack under
+            # coz_kernel_in_lock or _sync, is waiting for other threads too.)
+            if st is None or st.group != group or st.kind in SYNC_WAITS or \
+                    profile_mod.kernel_call_kind(r, st) in SYNC_WAITS:
                 continue
             line = _first_in_scope(r, st, known, argv0)
             if line is not None:

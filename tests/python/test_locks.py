@@ -777,14 +777,18 @@ def test_slowest_group_hottest_line_from_stacks(tmp_path):
             {"id": 3, "address": 3, "object": "/bin/app", "object_offset": 3, "build_id": None,
              "lines": [{"function": "stage3", "file": "/src/p.c", "line": 81}]},
             {"id": 4, "address": 4, "object": "/bin/app", "object_offset": 4, "build_id": None,
-             "lines": [{"function": "stage1", "file": "/src/p.c", "line": 50}]}]},
+             "lines": [{"function": "stage1", "file": "/src/p.c", "line": 50}]},
+            {"id": 5, "address": 5, "object": "/lib/libcoz.so", "object_offset": 5, "build_id": None,
+             "lines": [{"function": "coz_kernel_in_sync", "file": None, "line": 0}]}]},
         {"type": "stacks", "stacks": [
             {"id": 1, "locations": [1], "kind": "cpu", "tid": 30, "thread": "a", "group": "stage3"},
             {"id": 2, "locations": [2, 3], "kind": "sleep", "tid": 30, "thread": "a", "group": "stage3"},
             {"id": 3, "locations": [2, 1], "kind": "sync", "tid": 30, "thread": "a", "group": "stage3"},
-            {"id": 4, "locations": [4], "kind": "cpu", "tid": 10, "thread": "b", "group": "stage1"}]},
+            {"id": 4, "locations": [4], "kind": "cpu", "tid": 10, "thread": "b", "group": "stage1"},
+            {"id": 5, "locations": [5, 1], "kind": "cpu", "tid": 30, "thread": "a", "group": "stage3"}]},
         {"type": "stack_counts", "counts": [[1, 30, 30_000_000], [2, 40, 40_000_000],
-                                            [3, 99, 990_000_000], [4, 10, 10_000_000]]},
+                                            [3, 99, 990_000_000], [4, 10, 10_000_000],
+                                            [5, 50, 50_000_000]]},
     ]
     ts = [thread(10, "stage1", life, sync_ns=int(life * 0.8)),
           thread(30, "stage3", life, sync_ns=int(life * 0.1))]
@@ -792,8 +796,9 @@ def test_slowest_group_hottest_line_from_stacks(tmp_path):
     causal = {"lines": [fake_line("/src/p.c:81", 0.3), fake_line("/src/p.c:80", 0.1)]}
     r = locks.analyze_locks(profile.load([path]), causal=causal, read_source=lambda p: None)
     imb = r["load_imbalance"]
-    # The sync wait (990 ms at line 80) is waiting, not the group's work; the
-    # sleep at line 81 (40 ms) outweighs the CPU at line 80 (30 ms).
+    # The sync wait (990 ms at line 80) is waiting, not the group's work, and
+    # so is the kernel's CPU time in that call (50 ms under coz_kernel_in_sync);
+    # the sleep at line 81 (40 ms) outweighs the CPU at line 80 (30 ms).
     assert (imb["slowest"], imb["hottest_line"], imb["hottest_line_ns"]) == ("stage3", "/src/p.c:81", 40_000_000)
     assert imb["causal"]["line"] == "/src/p.c:81" and imb["causal"]["impact"] == 0.3
     assert only_finding(r)["best_causal"]["line"] == "/src/p.c:81"
