@@ -6,6 +6,7 @@ counts, and the causal prediction of each line an experiment measured)."""
 import os
 
 from . import conventional as conv
+from . import profile as profile_mod
 
 SOURCE_CONTEXT = 3      # lines of source shown around the lines with samples
 SOURCE_GAP = 2 * SOURCE_CONTEXT   # blocks closer than this are shown as one
@@ -26,6 +27,10 @@ def header(profile, kinds, value):
     if others:
         parts = ", ".join(f"{k} {conv.format_time(totals[k][1])}" for k in others)
         line += f"; not shown: {parts} (--kind all shows them)"
+    for r in profile.runs:
+        found = profile_mod.short_threads(r)
+        if found:
+            line += "\nnote: " + profile_mod.short_threads_note(found)
     return line
 
 

@@ -224,6 +224,33 @@ def test_top_table(tmp_path, capsys):
     assert "(3 more functions; -n N shows N)" in out
 
 
+def test_top_says_when_short_threads_hold_much_of_the_cpu_time(tmp_path, capsys):
+    # A thread's sampling period under way when it ends is lost: threads
+    # shorter than a period or two are mostly in no sample (two_threads'
+    # 600 threads of 5 to 8 ms each, sampled every 10 ms, read its thread B
+    # at 0% where it had 37%). The header says so, with the figures.
+    def profile_with(short):
+        w = ProfileWriter(sample_period_ns=10_000_000)
+        w.add(["main", "work"], 5, time_ns=50_000_000)
+        ms = 1_000_000
+        threads = [(1, 60 * ms, 50 * ms)] + [(2 + i, 5 * ms, 0) for i in range(short)]
+        for tid, clock, sampled in threads:
+            w.records.append({"type": "thread", "tid": tid, "thread": "app", "group": "main",
+                              "start_ns": 0, "end_ns": 100 * ms, "cpu_ns": sampled,
+                              "cpu_clock_ns": clock, "wait_ns": {}, "paused_ns": 0})
+        return w.write(tmp_path / f"short{short}.coz")
+
+    assert cli.main(["report", "--top", str(profile_with(2))]) == 0  # 10 of 70 ms: 14%
+    out = capsys.readouterr().out
+    assert "note:" not in out
+    assert cli.main(["report", "--top", str(profile_with(4))]) == 0  # 20 of 80 ms: 25%
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == ("note: 4 of 5 threads ran under 2 sampling periods (10 ms) of CPU time each, "
+                        "0.02 s in all, and their samples hold 0.00 s of it: a thread's period under way "
+                        "when it ends is lost, so short threads are under-sampled; a shorter "
+                        "--sample-period samples them")
+
+
 def test_top_by_line_and_json(tmp_path, capsys):
     w = ProfileWriter()
     w.add([("main", "/s/m.c", 7), ("work", "/s/w.c", 21)], 3)
