@@ -427,15 +427,10 @@ void Profiler::drain() {
   for (const Taken& tk : taken_) {
     ThreadInfo& info = known_thread(tk.tid);
     uint64_t lost = 0, skipped = 0;
-    if (info.off_look != drain_ns_) {
-      // The intervals of this look and the previous one are kept, for the
-      // blocked samples of calls that ended in them (account_blocked).
-      info.off_look = drain_ns_;
-      if (!info.off_prev.empty()) info.off_since = info.off_prev.back().to;
-      info.off_prev.swap(info.off_cur);
-      info.off_cur.clear();
-    }
-    info.switches.log = &info.off_cur;
+    // The intervals of this look and the previous one are kept, for the
+    // blocked samples of calls that ended in them (account_blocked).
+    info.off_log.start_look(drain_ns_);
+    info.switches.log = &info.off_log;
     parse_records(taken_bytes_.data() + tk.offset, tk.size, &info.switches, tk.period_ns, &lost, &skipped,
                   [&](Sample& smp) {
                     add_origin(info.origin_pc, shared().scope.load(std::memory_order_acquire), &smp);
@@ -746,22 +741,11 @@ void Profiler::account_blocked(pid_t tid, uint32_t kind, const Sample& smp) {
   // samples in the stacks").
   ThreadInfo& info = known_thread(tid);
   uint64_t off = smp.call_off_ns, preempted = smp.call_preempted_ns;
-  if (off == Sample::kCallOffUnknown && config_.sampling_only && info.switch_records && smp.call_end_ns) {
-    // From the intervals of this look and the previous one: a look holds
-    // many more switches of a busy thread (an nginx worker) than the
-    // state's own last 16.
-    const uint64_t to = smp.call_end_ns, from = to > smp.call_ns ? to - smp.call_ns : 0;
-    const auto& cur = info.off_cur;
-    const auto& prev = info.off_prev;
-    auto newest = [&](uint32_t i) -> const SwitchState::Off* {
-      if (i < cur.size()) return &cur[cur.size() - 1 - i];
-      i -= static_cast<uint32_t>(cur.size());
-      return i < prev.size() ? &prev[prev.size() - 1 - i] : nullptr;
-    };
-    const bool open = info.switches.out_ns && info.switches.out_ns < to;
-    if (open || !SwitchState::overlap(newest, info.off_since, from, to, &off, &preempted))
-      off = Sample::kCallOffUnknown;
-  }
+  // Sampling-only: from the profiler's log of the thread's intervals.
+  if (off == Sample::kCallOffUnknown && config_.sampling_only && info.switch_records && smp.call_end_ns &&
+      !info.switches.off_within(smp.call_end_ns > smp.call_ns ? smp.call_end_ns - smp.call_ns : 0,
+                                smp.call_end_ns, &off, &preempted))
+    off = Sample::kCallOffUnknown;
   uint64_t off_part = smp.weight_ns, cpu_part = 0;
   if (off != Sample::kCallOffUnknown && smp.call_ns) {
     auto share = [&](uint64_t part) {

@@ -291,11 +291,7 @@ class Profiler {
     uintptr_t origin_pc = 0;  // ThreadState::origin_pc
     uint64_t sched_rest_ns = 0;  // preempted time not yet worth a whole blocked sample
     SwitchState switches;        // sampling-only: its switch records, parsed here
-    // Sampling-only: its intervals off the CPU parsed in this look and the
-    // previous one (switches.log), and the end of the latest one before them.
-    std::vector<SwitchState::Off> off_cur, off_prev;
-    uint64_t off_since = 0;
-    uint64_t off_look = 0;  // drain_ns_ of the look off_cur is of
+    SwitchState::OffLog off_log;  // sampling-only: switches' intervals of the last two looks
     uint64_t waits[6] = {0, 0, 0, 0, 0, 0};  // interposed waits' totals (the thread's counters)
     uint64_t voluntary_ns = 0;   // off the CPU of its own accord (switch records)
     bool switch_records = false;  // sampled by perf, with switch records: voluntary_ns is known

@@ -238,20 +238,48 @@ struct SwitchState {
     bool voluntary;
   };
   // The profiler thread's (sampling-only), where it reads the thread's
-  // records a look at a time, after many switches: every interval parsed
-  // is appended here too. Never set in the thread itself (no allocation in
-  // its signal handler).
-  std::vector<Off>* log = nullptr;
+  // records a look at a time: a busy thread switches many more than 16
+  // times a look (an nginx worker). Every interval of the look and of the
+  // one before it, and the end of the latest one before them.
+  struct OffLog {
+    std::vector<Off> cur, prev;
+    uint64_t since = 0;
+    uint64_t look = 0;  // the look `cur` is of
+    // Once per look, before its records are parsed: the previous look's go.
+    void start_look(uint64_t at) {
+      if (at == look) return;
+      look = at;
+      if (!prev.empty()) since = prev.back().to;
+      prev.swap(cur);
+      cur.clear();
+    }
+  };
+  // When set, every interval parsed is logged there too, and off_within
+  // reads the log. Never set in the thread itself (no allocation in its
+  // signal handler).
+  OffLog* log = nullptr;
 
-  // The time off the CPU within [from, to], of its own accord (`voluntary`)
-  // and preempted (`preempted`), from the latest 16 intervals parsed so far.
-  // False when they do not reach back to `from`, or a switch out before
-  // `to` has no switch in yet.
+  // The time off the CPU within [from, to] (CLOCK_MONOTONIC), of its own
+  // accord (`voluntary`) and preempted (`preempted`), from the log when there
+  // is one, else from the latest 16 intervals parsed so far. False when they
+  // do not reach back to `from`, or a switch out before `to` has no switch
+  // in yet.
   bool off_within(uint64_t from, uint64_t to, uint64_t* voluntary, uint64_t* preempted) const {
     if (out_ns && out_ns < to) return false;
+    if (log) {
+      const std::vector<Off>& cur = log->cur;
+      const std::vector<Off>& prev = log->prev;
+      return overlap(
+          [&](size_t i) -> const Off* {  // newest first: this look's, then the previous one's
+            if (i < cur.size()) return &cur[cur.size() - 1 - i];
+            i -= cur.size();
+            return i < prev.size() ? &prev[prev.size() - 1 - i] : nullptr;
+          },
+          log->since, from, to, voluntary, preempted);
+    }
     const uint32_t kept = off_count < kOffHistory ? off_count : kOffHistory;
     return overlap(
-        [&](uint32_t i) { return i < kept ? &history[(off_count - 1 - i) % kOffHistory] : nullptr; },  // newest first
+        [&](size_t i) { return i < kept ? &history[(off_count - 1 - i) % kOffHistory] : nullptr; },  // newest first
         off_count <= kOffHistory ? 0 : UINT64_MAX, from, to, voluntary, preempted);
   }
 
@@ -265,7 +293,7 @@ struct SwitchState {
                       uint64_t* preempted) {
     *voluntary = *preempted = 0;
     const Off* oldest = nullptr;
-    for (uint32_t i = 0;; i++) {
+    for (size_t i = 0;; i++) {
       const Off* o = newest(i);
       if (!o) break;
       if (o->to <= from) return true;
@@ -284,7 +312,7 @@ struct SwitchState {
   void note_off(uint64_t from, uint64_t to, bool voluntary) {
     history[off_count % kOffHistory] = {from, to, voluntary};
     off_count++;
-    if (log) log->push_back({from, to, voluntary});
+    if (log) log->cur.push_back({from, to, voluntary});
   }
 };
 
