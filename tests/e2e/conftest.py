@@ -143,13 +143,6 @@ def chain_times(stdout):
     return int(fields[b"cpu_ms"]), a / (a + b)
 
 
-def in_kernel(run, stack):
-    """Whether a stack of the conventional profile is the kernel's CPU time in
-    one of the program's calls (its innermost frame coz_kernel_in_io and the like)."""
-    from cozprof.profile import kernel_call_kind
-    return kernel_call_kind(run, stack) is not None
-
-
 def share_bound(share, n):
     """How far a sampled share of n samples may fall from the measured one:
     four standard deviations of a binomial share (periods that vary around

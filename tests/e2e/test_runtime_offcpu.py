@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from conftest import PROGRAMS, build_program, coz_env, coz_run, in_kernel, line_result, precise_slope, records
+from conftest import PROGRAMS, build_program, coz_env, coz_run, line_result, precise_slope, records
 
-from cozprof.profile import load
+from cozprof.profile import kernel_call_kind, load
 
 
 def marker(text):
@@ -122,7 +122,7 @@ def test_a_call_that_keeps_the_cpu_is_not_time_off_it(tmp_path, mode):
     period = run.startup["sample_period_ns"]
     by = {}
     for s in run.stacks.values():
-        key = (s.group, "kernel" if in_kernel(run, s) else s.kind)
+        key = (s.group, "kernel" if kernel_call_kind(run, s) else s.kind)
         by[key] = by.get(key, 0) + run.stack_counts[s.id][1]
     assert by.get(("writer", "io"), 0) < 0.05 * own(writer) + period, (by, writer)
     assert writer["call_cpu_ns"] == by.get(("writer", "kernel"), 0) > 0.5 * writer["wait_ns"]["io"], (by, writer)

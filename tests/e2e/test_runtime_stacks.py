@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from conftest import PROGRAMS, build_program, chain_times, coz_env, coz_run, in_kernel, records, share_bound
+from conftest import PROGRAMS, build_program, chain_times, coz_env, coz_run, records, share_bound
 
-from cozprof.profile import load
+from cozprof.profile import kernel_call_kind, load
 
 CHAIN_SOURCES = [os.path.join(PROGRAMS, "chain.c"), os.path.join(PROGRAMS, "chain_work.c")]
 
@@ -55,7 +55,7 @@ def test_stacks_count_every_sample_with_its_callers(tmp_path, mode):
         assert shutdown["period_turns"] == 0, shutdown
     # (Not the kernel's CPU time in the program's calls, measured, not sampled.)
     cpu = {sid: c for sid, c in run.stack_counts.items()
-           if run.stacks[sid].kind == "cpu" and not in_kernel(run, run.stacks[sid])}
+           if run.stacks[sid].kind == "cpu" and not kernel_call_kind(run, run.stacks[sid])}
     assert sum(c[0] for c in cpu.values()) == shutdown["samples"]
     # The time the samples stand for is the thread's CPU time (the program
     # measures its own): random periods, each sample weighing its own.
