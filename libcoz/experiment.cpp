@@ -40,6 +40,10 @@ constexpr uint32_t kDrainsPerPeriod = 20;   // sampling-only: a new random perio
 constexpr uint64_t kPeriodsPerTurn = 10;    // sampling-only: mean turn of a CPU's event, in mean periods,
 constexpr uint64_t kShortestTurnNs = 10000000;  // and 10 ms at least (each turn reaches every thread)
 constexpr uint64_t kKeepUpNs = 2000000;     // during long symbolization, samples are taken this often
+// The "short-threads" warning: threads under this many sampling periods of
+// CPU time each, holding more than this share of the threads' CPU time.
+constexpr uint64_t kShortThreadPeriods = 2;
+constexpr double kShortThreadsShare = 0.2;
 
 // Waits while *word == expected, for at most ns. Safe to pair with a
 // futex wake from a signal handler.
@@ -532,7 +536,37 @@ void Profiler::finish_threads(const std::vector<ThreadInfo*>& infos) {
   // Their last stacks must be defined before the flush that follows forgets
   // them: one flush for all the threads that ended since the last look.
   flush_stacks();
-  for (ThreadInfo* info : infos) writer_->thread(info->record);
+  for (ThreadInfo* info : infos) {
+    writer_->thread(info->record);
+    const ThreadRecord& r = info->record;
+    short_threads_.threads++;
+    short_threads_.clock_ns += r.cpu_clock_ns;
+    if (r.cpu_clock_ns < kShortThreadPeriods * config_.sample_period_ns) {
+      short_threads_.short_threads++;
+      short_threads_.short_clock_ns += r.cpu_clock_ns;
+      short_threads_.short_sampled_ns += r.cpu_ns + r.call_cpu_ns;  // (the CPU stacks: user mode, and the kernel in calls)
+    }
+  }
+}
+
+// A thread's period under way when it ends is in no sample (sampling-only's
+// CPU events start each thread with a whole period; a thread's own event,
+// with a period of at least half the mean): threads that each run for
+// under a couple of periods are mostly unsampled, whatever their share
+// (docs/runtime.md, "What the weights miss"). Said when they hold more than
+// kShortThreadsShare of the threads' CPU time.
+void Profiler::warn_short_threads() {
+  const ShortThreads& s = short_threads_;
+  if (!s.short_threads || s.short_clock_ns <= kShortThreadsShare * static_cast<double>(s.clock_ns)) return;
+  char msg[512];
+  snprintf(msg, sizeof msg,
+           "%llu of %llu threads ran under %llu sampling periods (%g ms) of CPU time each, %.2f s in all, "
+           "and their samples hold %.2f s of it: a thread's period under way when it ends is in no sample, "
+           "so short threads are under-sampled, whatever their share; a shorter --sample-period samples them",
+           static_cast<unsigned long long>(s.short_threads), static_cast<unsigned long long>(s.threads),
+           static_cast<unsigned long long>(kShortThreadPeriods), config_.sample_period_ns / 1e6,
+           s.short_clock_ns / 1e9, s.short_sampled_ns / 1e9);
+  warn("short-threads", msg);
 }
 
 void Profiler::flush_stacks() {
@@ -870,6 +904,7 @@ void Profiler::write_final() {
     live.push_back(&info);
   }
   finish_threads(live);
+  warn_short_threads();
   threads_.clear();
   flush_stacks();
   write_locks();

@@ -338,6 +338,14 @@ class Profiler {
   void run_sampling_only();
   uint64_t next_alternation(uint64_t now);  // when the CPUs' events next take turns
   uint64_t period_turns_ = 0;
+  // The threads' CPU time by their clocks, of all and of those under
+  // kShortThreadPeriods sampling periods each, and what their samples hold:
+  // the "short-threads" warning at the end (write_final).
+  struct ShortThreads {
+    uint64_t threads = 0, clock_ns = 0;
+    uint64_t short_threads = 0, short_clock_ns = 0, short_sampled_ns = 0;
+  } short_threads_;
+  void warn_short_threads();
   void account_blocked(pid_t tid, uint32_t kind, const Sample& smp);
   void account_other_waits(uint64_t period);
   Symbolizer symbolizer_;

@@ -334,49 +334,6 @@ def run_samples(run):
 MOOT_DEBUG_INFO_SHARE = 0.01
 
 
-# Threads under this many sampling periods of CPU time each are "short": a
-# thread's period under way when it ends is lost (docs/runtime.md, "What the
-# weights miss"), so most of their time is in no sample.
-SHORT_THREAD_PERIODS = 2
-# A note when the short threads hold more than this share of the threads' CPU time.
-SHORT_THREADS_SHARE = 0.2
-
-
-def short_threads(run):
-    """(threads, short threads, their CPU time by their clocks, their sampled
-    time, the sampling period) of a run whose short-lived threads hold more
-    than SHORT_THREADS_SHARE of its threads' CPU time, else None.
-    Thread-per-task programs: two_threads' 600 threads of 5 to 8 ms each,
-    sampled every 10 ms, read thread B's line at 0% of the CPU time where
-    it had 37%."""
-    period = run.startup.get("sample_period_ns")
-    if not isinstance(period, int) or period <= 0 or not run.threads:
-        return None
-    total = short_clock = short_sampled = short = 0
-    for t in run.threads:
-        clock = t.get("cpu_clock_ns")
-        if not isinstance(clock, int) or clock < 0:
-            return None
-        total += clock
-        if clock < SHORT_THREAD_PERIODS * period:
-            short += 1
-            short_clock += clock
-            sampled = t.get("cpu_ns")
-            short_sampled += sampled if isinstance(sampled, int) and sampled > 0 else 0
-    if not short or total <= 0 or short_clock <= SHORT_THREADS_SHARE * total:
-        return None
-    return len(run.threads), short, short_clock, short_sampled, period
-
-
-def short_threads_note(found):
-    """The sentence for short_threads' answer."""
-    threads, short, clock, sampled, period = found
-    return (f"{short} of {threads} threads ran under {SHORT_THREAD_PERIODS} sampling periods "
-            f"({period / 1e6:g} ms) of CPU time each, {clock / 1e9:.2f} s in all, and their samples "
-            f"hold {sampled / 1e9:.2f} s of it: a thread's period under way when it ends is lost, so "
-            f"short threads are under-sampled; a shorter --sample-period samples them")
-
-
 def shown_warnings(runs):
     """(run, code, message) of the runtime warnings of these runs worth showing:
     with several processes (--follow-children, files merged), those of the

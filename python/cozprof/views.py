@@ -6,7 +6,6 @@ counts, and the causal prediction of each line an experiment measured)."""
 import os
 
 from . import conventional as conv
-from . import profile as profile_mod
 
 SOURCE_CONTEXT = 3      # lines of source shown around the lines with samples
 SOURCE_GAP = 2 * SOURCE_CONTEXT   # blocks closer than this are shown as one
@@ -27,10 +26,12 @@ def header(profile, kinds, value):
     if others:
         parts = ", ".join(f"{k} {conv.format_time(totals[k][1])}" for k in others)
         line += f"; not shown: {parts} (--kind all shows them)"
+    # The runtime's word on threads too short for the sampling period
+    # (libcoz: Profiler::warn_short_threads): their time is mostly in no sample.
     for r in profile.runs:
-        found = profile_mod.short_threads(r)
-        if found:
-            line += "\nnote: " + profile_mod.short_threads_note(found)
+        for code, message in r.warnings:
+            if code == "short-threads":
+                line += "\nnote: " + message
     return line
 
 

@@ -242,6 +242,37 @@ def test_sampling_only_starts_and_ends_cleanly_again_and_again(tmp_path, libcoz)
         assert json.loads(r.stdout.decode().strip().splitlines()[-1])["threads"] == 3000
 
 
+def test_the_runtime_says_when_short_threads_go_unsampled(tmp_path, libcoz):
+    # A thread per task, each running 3 ms of CPU time by its own clock
+    # (tests/e2e/programs/short_tasks.c). At sampling-only's 10 ms, a
+    # thread's period under way when it ends is lost, and such threads are
+    # mostly in no sample: `coz run` says so, and `coz report --top` under
+    # its first line. At 1 ms they run over two periods each: nothing said.
+    exe = build_program("short_tasks", tmp_path)
+    said = {}
+    for period in ("10ms", "1ms"):
+        path = tmp_path / f"p{period}.coz"
+        r = coz_run(["-o", str(path), "--sampling-only", "--sample-period", period], [exe])
+        assert r.returncode == 0, r.stderr.decode()
+        clock_ms = json.loads(r.stdout.decode().strip().splitlines()[-1])["cpu_ms"]
+        run = profile.load(str(path)).runs[0]
+        warned = [m for code, m in run.warnings if code == "short-threads"]
+        said[period] = warned
+        if not warned:
+            continue
+        assert warned[0] in r.stderr.decode()
+        m = re.match(r"(\d+) of (\d+) threads ran under 2 sampling periods \(10 ms\) of CPU time each, "
+                     r"([\d.]+) s in all, and their samples hold ([\d.]+) s of it", warned[0])
+        assert m, warned[0]
+        short, threads, clock_s, sampled_s = int(m[1]), int(m[2]), float(m[3]), float(m[4])
+        assert threads == 151 and short >= 150  # the tasks, and the main thread, whose time is short too
+        assert clock_s * 1000 + 5 >= clock_ms  # the tasks' own clocks are part of it (the message rounds to 10 ms)
+        assert sampled_s < clock_s / 2
+        top = coz("report", "--top", str(path)).stdout.splitlines()
+        assert top[1] == "note: " + warned[0]
+    assert said["10ms"] and not said["1ms"], said
+
+
 def _pprof_rows(pprof, path, *extra):
     out = subprocess.run([pprof, "-top", "-nodecount=10000", *extra, str(path)],
                          capture_output=True, text=True, timeout=120)
