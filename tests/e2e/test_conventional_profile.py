@@ -247,30 +247,39 @@ def test_the_runtime_says_when_short_threads_go_unsampled(tmp_path, libcoz):
     # (tests/e2e/programs/short_tasks.c). At sampling-only's 10 ms, a
     # thread's period under way when it ends is lost, and such threads are
     # mostly in no sample: `coz run` says so, and `coz report --top` under
-    # its first line. At 1 ms they run over two periods each: nothing said.
+    # its first line, with a period to use. At that period they run over
+    # two periods each: nothing said, and their samples hold most of their time.
     exe = build_program("short_tasks", tmp_path)
-    said = {}
-    for period in ("10ms", "1ms"):
+
+    def profile_at(period):
         path = tmp_path / f"p{period}.coz"
         r = coz_run(["-o", str(path), "--sampling-only", "--sample-period", period], [exe])
         assert r.returncode == 0, r.stderr.decode()
         clock_ms = json.loads(r.stdout.decode().strip().splitlines()[-1])["cpu_ms"]
-        run = profile.load(str(path)).runs[0]
-        warned = [m for code, m in run.warnings if code == "short-threads"]
-        said[period] = warned
-        if not warned:
-            continue
-        assert warned[0] in r.stderr.decode()
-        m = re.match(r"(\d+) of (\d+) threads ran under 2 sampling periods \(10 ms\) of CPU time each, "
-                     r"([\d.]+) s in all, and their samples hold ([\d.]+) s of it", warned[0])
-        assert m, warned[0]
-        short, threads, clock_s, sampled_s = int(m[1]), int(m[2]), float(m[3]), float(m[4])
-        assert threads == 151 and short >= 150  # the tasks, and the main thread, whose time is short too
-        assert clock_s * 1000 + 5 >= clock_ms  # the tasks' own clocks are part of it (the message rounds to 10 ms)
-        assert sampled_s < clock_s / 2
-        top = coz("report", "--top", str(path)).stdout.splitlines()
-        assert top[1] == "note: " + warned[0]
-    assert said["10ms"] and not said["1ms"], said
+        loaded = profile.load(str(path))
+        sampled_ms = conv.kind_totals(loaded).get("cpu", [0, 0])[1] / 1e6
+        return r, path, loaded.runs[0], clock_ms, sampled_ms
+
+    r, path, run, clock_ms, sampled_ms = profile_at("10ms")
+    warned = [m for code, m in run.warnings if code == "short-threads"]
+    assert len(warned) == 1, run.warnings
+    assert warned[0] in r.stderr.decode()
+    m = re.match(r"(\d+) of (\d+) threads ran under 2 sampling periods \(10 ms\) of CPU time each, "
+                 r"([\d.]+) s in all, and their samples hold ([\d.]+) s of it: .* "
+                 r"\(--sample-period (\d+)(ms|us): a quarter of their mean CPU time or less\)$", warned[0])
+    assert m, warned[0]
+    short, threads, clock_s, sampled_s = int(m[1]), int(m[2]), float(m[3]), float(m[4])
+    assert threads == 151 and short >= 150  # the tasks, and the main thread, whose time is short too
+    assert clock_s * 1000 + 5 >= clock_ms  # the tasks' own clocks are part of it (the message rounds to 10 ms)
+    assert sampled_s < clock_s / 2 and sampled_ms < clock_ms / 2
+    suggested_ms = int(m[5]) / (1 if m[6] == "ms" else 1000)
+    assert suggested_ms <= clock_ms / 150 / 4, suggested_ms
+    top = coz("report", "--top", str(path)).stdout.splitlines()
+    assert top[1] == "note: " + warned[0]
+
+    r, path, run, clock_ms, sampled_ms = profile_at(m[5] + m[6])
+    assert not [w for w in run.warnings if w[0] == "short-threads"], run.warnings
+    assert sampled_ms > clock_ms / 2, (sampled_ms, clock_ms)
 
 
 def _pprof_rows(pprof, path, *extra):
