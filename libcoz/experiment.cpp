@@ -794,8 +794,7 @@ void Profiler::account_blocked(pid_t tid, uint32_t kind, const Sample& smp) {
   uint64_t off = smp.call_off_ns, preempted = smp.call_preempted_ns;
   // Sampling-only: from the profiler's log of the thread's intervals.
   if (off == Sample::kCallOffUnknown && config_.sampling_only && info.switch_records && smp.call_end_ns &&
-      !info.switches.off_within(smp.call_end_ns > smp.call_ns ? smp.call_end_ns - smp.call_ns : 0,
-                                smp.call_end_ns, &off, &preempted))
+      !info.switches.call_within(smp.call_end_ns, smp.call_ns, &off, &preempted))
     off = Sample::kCallOffUnknown;
   uint64_t off_part = smp.weight_ns, cpu_part = 0;
   if (off != Sample::kCallOffUnknown && smp.call_ns) {

@@ -283,6 +283,12 @@ struct SwitchState {
         off_count <= kOffHistory ? 0 : UINT64_MAX, from, to, voluntary, preempted);
   }
 
+  // off_within of a call that ended at `end` after `len` (a blocked
+  // sample's call: Sample::call_end_ns, call_ns).
+  bool call_within(uint64_t end, uint64_t len, uint64_t* voluntary, uint64_t* preempted) const {
+    return off_within(end > len ? end - len : 0, end, voluntary, preempted);
+  }
+
   // Adds up the intervals `newest(0)`, `newest(1)`, ... (newest first, a
   // null pointer after the last) that overlap [from, to]; every interval
   // that ended after `since` is among them (UINT64_MAX: not known). True

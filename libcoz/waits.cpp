@@ -262,8 +262,7 @@ void settle_wait(ThreadState* t, WaitKind kind, bool woken, uintptr_t caller, bo
       smp.call_end_ns = wait_clock();
       if (drain_own_records(t)) {
         uint64_t off = 0, preempted = 0;
-        const uint64_t from = smp.call_end_ns > waited ? smp.call_end_ns - waited : 0;
-        if (t->switches.off_within(from, smp.call_end_ns, &off, &preempted)) {
+        if (t->switches.call_within(smp.call_end_ns, waited, &off, &preempted)) {
           smp.call_off_ns = off;
           smp.call_preempted_ns = preempted;
         }
