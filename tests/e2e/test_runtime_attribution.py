@@ -114,7 +114,12 @@ def test_library_threads_are_charged_to_the_calling_line(tmp_path):
     exe, lib = lib_threads(tmp_path)
     out = tmp_path / "l.coz"
     line = marker("lib_threads", "CALL_LIB")
-    r = coz_run(["--fixed-line", line, "--experiment-length", "50ms", "-o", str(out)], [exe, "150"])
+    # Every experiment sped up: the run holds a fixed amount of work, and on
+    # a loaded machine its experiments grow longer (they wait for samples of
+    # the line): 8 of them, and in one run of three rounds beside a busy
+    # loop all 7 whole ones drew 0%, leaving the hit test unchecked.
+    r = coz_run(["--fixed-line", line, "--fixed-speedup", "50", "--experiment-length", "50ms", "-o", str(out)],
+                [exe, "150"])
     assert r.returncode == 0, r.stderr.decode()
     (run,) = load([str(out)]).runs
     in_lib = charged = 0
