@@ -558,32 +558,31 @@ void Profiler::finish_threads(const std::vector<ThreadInfo*>& infos) {
 void Profiler::warn_short_threads() {
   const ShortThreads& s = short_threads_;
   if (!s.short_threads || s.short_clock_ns <= kShortThreadsShare * static_cast<double>(s.clock_ns)) return;
-  // A period to suggest: the longest round one of at most a quarter of
-  // their mean CPU time (each then loses about an eighth of its time, where
-  // it lost most of it), 100 us at the least; whole numbers, which the
-  // native front reads.
-  const uint64_t quarter = s.short_clock_ns / s.short_threads / 4;
-  uint64_t suggested = 100000;
-  for (uint64_t p : {5000000ull, 2000000ull, 1000000ull, 500000ull, 200000ull})
-    if (p <= quarter && p < config_.sample_period_ns) {
-      suggested = p;
-      break;
-    }
-  char period[32];
-  if (suggested % 1000000 == 0)
-    snprintf(period, sizeof period, "%llums", static_cast<unsigned long long>(suggested / 1000000));
-  else
-    snprintf(period, sizeof period, "%lluus", static_cast<unsigned long long>(suggested / 1000));
+  const uint64_t suggested = short_thread_period(s.short_clock_ns / s.short_threads);
+  char advice[160];
+  if (!suggested)
+    snprintf(advice, sizeof advice, "; they are too short for any period the runtime takes (10us at the least)");
+  else {
+    const bool ms = suggested % 1000000 == 0;
+    snprintf(advice, sizeof advice,
+             "; a shorter period samples them (--sample-period %llu%s: a quarter of their mean CPU time or less)",
+             static_cast<unsigned long long>(ms ? suggested / 1000000 : suggested / 1000), ms ? "ms" : "us");
+  }
   char msg[600];
   snprintf(msg, sizeof msg,
            "%llu of %llu threads ran under %llu sampling periods (%g ms) of CPU time each, %.2f s in all, "
            "and their samples hold %.2f s of it: a thread's period under way when it ends is in no sample, "
-           "so short threads are under-sampled, whatever their share; a shorter period samples them "
-           "(--sample-period %s: a quarter of their mean CPU time or less)",
+           "so short threads are under-sampled, whatever their share%s",
            static_cast<unsigned long long>(s.short_threads), static_cast<unsigned long long>(s.threads),
            static_cast<unsigned long long>(kShortThreadPeriods), config_.sample_period_ns / 1e6,
-           s.short_clock_ns / 1e9, s.short_sampled_ns / 1e9, period);
+           s.short_clock_ns / 1e9, s.short_sampled_ns / 1e9, advice);
   warn("short-threads", msg);
+}
+
+uint64_t short_thread_period(uint64_t mean_ns) {
+  for (uint64_t p : {5000000ull, 2000000ull, 1000000ull, 500000ull, 200000ull, 100000ull, 50000ull, 20000ull, 10000ull})
+    if (p <= mean_ns / 4) return p;
+  return 0;
 }
 
 void Profiler::flush_stacks() {

@@ -48,6 +48,14 @@ constexpr uint64_t kHalveVisits = 12;
 constexpr uint64_t kShortestNs = 100000000;  // 100 ms: frequent points get short experiments
 uint64_t adapt_length(uint64_t current_ns, uint64_t initial_ns, uint64_t min_visits, bool any_point);
 
+// The period the "short-threads" warning suggests to threads of mean_ns of
+// CPU time each: the longest round one of at most a quarter of it (each
+// thread then loses about an eighth of its time to the period under way
+// when it ends, where it lost most of it), among 5 ms down to 10 us (the
+// shortest --sample-period the runtime takes); 0 when even 10 us is more
+// than that quarter. Whole numbers, which the native front reads.
+uint64_t short_thread_period(uint64_t mean_ns);
+
 // The visits an experiment's length adapts on: those of its least-visited
 // live point, a point being live when it advanced in one of the last
 // kLiveExperiments experiments (`last_seen`, name -> number of the last

@@ -816,6 +816,20 @@ TEST(Experiment, SpeedupIsZeroHalfTheTimeElseStepsOfFive) {
   for (int s = 5; s <= 100; s += 5) EXPECT_NEAR(seen[s], 100, 40) << s;
 }
 
+TEST(ShortThreads, SuggestedPeriodIsARoundOneOfAtMostAQuarterOfTheirTime) {
+  EXPECT_EQ(short_thread_period(40000000), 5000000u) << "5 ms is the longest offered";
+  EXPECT_EQ(short_thread_period(6500000), 1000000u) << "two_threads' 5-8 ms threads";
+  EXPECT_EQ(short_thread_period(3000000), 500000u) << "short_tasks' 3 ms threads";
+  EXPECT_EQ(short_thread_period(800000), 200000u) << "exactly a quarter is taken";
+  EXPECT_EQ(short_thread_period(799999), 100000u);
+  // Under 400 us, periods below 100 us, down to the 10 us the runtime takes,
+  // so the suggestion is always shorter than the period that missed them.
+  EXPECT_EQ(short_thread_period(300000), 50000u);
+  EXPECT_EQ(short_thread_period(40000), 10000u);
+  EXPECT_EQ(short_thread_period(39999), 0u) << "none: the warning names no period";
+  EXPECT_EQ(short_thread_period(0), 0u);
+}
+
 TEST(Experiment, LengthFollowsTheVisitsOfTheRarestPoint) {
   const uint64_t init = 500000000;
   EXPECT_EQ(adapt_length(init, init, 2, true), 2 * init);
