@@ -44,6 +44,12 @@ constexpr uint64_t kKeepUpNs = 2000000;     // during long symbolization, sample
 // CPU time each, holding more than this share of the threads' CPU time.
 constexpr uint64_t kShortThreadPeriods = 2;
 constexpr double kShortThreadsShare = 0.2;
+// Sampling-only samples new threads alone once this many short threads
+// ended and they held that share: a few short helpers at the start of a
+// program of long threads would otherwise give each of its later threads an
+// event of its own (whose context switches then cost more: the kernel no
+// longer swaps its events' context with its siblings').
+constexpr uint64_t kAloneAfterThreads = 8;
 
 // Waits while *word == expected, for at most ns. Safe to pair with a
 // futex wake from a signal handler.
@@ -310,6 +316,7 @@ void Profiler::keep_up() {
     p.tid = t->tid;
     while (t->ring.pop(&p.smp)) held_.push_back(p);
     if (config_.sampling_only && t->page) {
+      if (t->alone) alone_.insert(t->tid);
       size_t at = held_bytes_.size();
       take_records(t, &held_bytes_);
       if (held_bytes_.size() > at) held_taken_.push_back({t->tid, at, held_bytes_.size() - at, t->period_ns, false});
@@ -326,7 +333,8 @@ void Profiler::take_cpu_rings(std::vector<char>* bytes, std::vector<Taken>* take
     hooks_.take_cpu_records(bytes, &chunks, &total_lost_);
   else
     take_cpu_records(bytes, &chunks, &total_lost_);
-  for (const ThreadRecords& c : chunks) taken->push_back({c.tid, c.offset, c.size, 0, true});
+  for (const ThreadRecords& c : chunks)
+    if (!alone_.count(c.tid)) taken->push_back({c.tid, c.offset, c.size, 0, true});
 }
 
 void Profiler::drain() {
@@ -357,12 +365,13 @@ void Profiler::drain() {
     while (t->ring.pop(&p.smp)) pending_.push_back(p);
     if (config_.sampling_only && t->page) {
       // No signal: the profiler takes the thread's perf records itself.
+      if (t->alone) alone_.insert(t->tid);
       size_t at = taken_bytes_.size();
       take_records(t, &taken_bytes_);
       if (taken_bytes_.size() > at) taken_.push_back({t->tid, at, taken_bytes_.size() - at, t->period_ns, false});
       if (ended) {
         sampler_forget(t);  // its last records are taken: release the ring
-      } else if (++t->samples_at_period >= kDrainsPerPeriod) {
+      } else if (!t->alone && ++t->samples_at_period >= kDrainsPerPeriod) {
         // DCPI: a new random period. Not at every look: the event's timer
         // restarts, and the part of a period the thread had run is lost.
         t->samples_at_period = 0;
@@ -379,6 +388,7 @@ void Profiler::drain() {
       info.held_cpu_ns = t->held_cpu_ns.load(std::memory_order_relaxed);
       info.preempt_credited_ns = t->preempt_credited_ns.load(std::memory_order_relaxed);
       if (switch_records) info.switch_records = true;
+      if (t->alone) info.alone = true;
       // A wait still open: its time so far, which write_final counts for the
       // threads alive at the end (a pool's idle workers, blocked all along,
       // read 100% `rest` without it). Read without the thread's cooperation:
@@ -426,7 +436,10 @@ void Profiler::drain() {
   // CPU rings by now. Then its tid may come back for another thread.
   take_cpu_rings(&taken_bytes_, &taken_);
   if (sampler_cpu_rings())
-    for (pid_t tid : ended_) cpu_ring_thread_ended(tid);
+    for (pid_t tid : ended_) {
+      cpu_ring_thread_ended(tid);
+      alone_.erase(tid);
+    }
   const uint64_t period = config_.sample_period_ns;
   for (const Taken& tk : taken_) {
     ThreadInfo& info = known_thread(tk.tid);
@@ -528,6 +541,7 @@ void Profiler::finish_threads(const std::vector<ThreadInfo*>& infos) {
     info->record.paused_ns = info->paused_ns;
     info->record.paused_cpu_ns = info->held_cpu_ns;
     info->record.preempt_credited_ns = info->preempt_credited_ns;
+    info->record.sampled_alone = info->alone;
     if (info->switch_records) {
       const uint64_t slept = info->slept_ns();
       info->record.off_cpu_ns = static_cast<int64_t>(info->voluntary_ns > slept ? info->voluntary_ns - slept : 0);
@@ -541,12 +555,21 @@ void Profiler::finish_threads(const std::vector<ThreadInfo*>& infos) {
     const ThreadRecord& r = info->record;
     short_threads_.threads++;
     short_threads_.clock_ns += r.cpu_clock_ns;
-    if (r.cpu_clock_ns < kShortThreadPeriods * config_.sample_period_ns) {
+    // (A thread sampled alone is not under-sampled, however short.)
+    if (!info->alone && r.cpu_clock_ns < kShortThreadPeriods * config_.sample_period_ns) {
       short_threads_.short_threads++;
       short_threads_.short_clock_ns += r.cpu_clock_ns;
       short_threads_.short_sampled_ns += r.cpu_ns + r.call_cpu_ns;  // (the CPU stacks: user mode, and the kernel in calls)
     }
   }
+  // Sampling-only: once short threads, kAloneAfterThreads of them at least,
+  // hold more than kShortThreadsShare of the ended threads' CPU time, the
+  // threads started from then on are sampled alone, for the rest of the run
+  // (sampler_sample_new_threads_alone).
+  const ShortThreads& st = short_threads_;
+  if (config_.sampling_only && sampler_cpu_rings() && !sampler_samples_new_threads_alone() &&
+      st.short_threads >= kAloneAfterThreads && st.short_clock_ns > kShortThreadsShare * static_cast<double>(st.clock_ns))
+    sampler_sample_new_threads_alone();
 }
 
 // A thread's period under way when it ends is in no sample (sampling-only's

@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "config.h"
@@ -282,6 +283,9 @@ class Profiler {
   // Appends the CPU rings' records (sampler_open_cpu_rings), split by thread.
   void take_cpu_rings(std::vector<char>* bytes, std::vector<Taken>* taken);
   std::vector<Taken> taken_;
+  // Threads sampled alone while the CPU rings sample too: the rings'
+  // records of them are dropped (their own ring has them).
+  std::unordered_set<pid_t> alone_;
   std::vector<char> taken_bytes_;
   // What keep_up() took since the last drain: drain() starts from it.
   std::vector<Pending> held_;
@@ -303,6 +307,7 @@ class Profiler {
     uint64_t waits[6] = {0, 0, 0, 0, 0, 0};  // interposed waits' totals (the thread's counters)
     uint64_t voluntary_ns = 0;   // off the CPU of its own accord (switch records)
     bool switch_records = false;  // sampled by perf, with switch records: voluntary_ns is known
+    bool alone = false;           // sampling-only: sampled by its own event (ThreadState::alone)
     uint64_t open_wait_ns = 0;    // its interposed wait under way at the last look: time so far
     uint8_t open_wait_kind = 0;   // and its kind
     uint64_t uncharged_ns = 0;        // wakeup preemptions (switch records), charged to no line

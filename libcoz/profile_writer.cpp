@@ -382,7 +382,7 @@ std::string ProfileWriter::format_thread(const ThreadRecord& r) const {
          (r.off_cpu_ns >= 0 ? ",\"off_cpu_ns\":" + std::to_string(r.off_cpu_ns) +
                                   ",\"call_cpu_ns\":" + std::to_string(r.call_cpu_ns)
                             : std::string()) +
-         "}\n";
+         (r.sampled_alone ? ",\"sampled_alone\":true" : "") + "}\n";
 }
 
 std::string ProfileWriter::format_counters(const CountersRecord& r) const {

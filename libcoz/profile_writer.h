@@ -130,6 +130,9 @@ struct ThreadRecord {
   // samples measured it: the CPU stacks under coz_kernel_in_io (_lock,
   // _sleep, _sync). Written with off_cpu_ns.
   uint64_t call_cpu_ns = 0;
+  // Sampling-only: sampled by an event of its own, from a random first
+  // period (sampler_sample_new_threads_alone), not by the CPU rings'.
+  bool sampled_alone = false;
 };
 
 // Synchronization counters (a `locks` record).

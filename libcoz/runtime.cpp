@@ -203,6 +203,7 @@ void begin_thread(ThreadState* t, bool inherited) {
   count_unblocked(+1);
   tls_state = t;
   pthread_setspecific(g_thread_key, t);
+  sampler_thread_ready(t);
 }
 
 // A program thread has ended. When it was the last one (the main thread left
@@ -411,7 +412,8 @@ void on_sample_signal(int sig, siginfo_t* si, void* uc) {
   if (timer || (from_poll && t && t->perf_fd >= 0 && si->si_fd == t->perf_fd)) {
     RuntimeGuard guard;  // libunwind's own locks are not waits of the program
     SignalWork w{t, uc, timer, timer ? si->si_overrun : 0};
-    run_on_signal_stack(t, do_signal_work, &w);
+    if (t->phase_pending) do_signal_work(&w);  // (an ioctl, no unwinding: no stack of its own needed)
+    else run_on_signal_stack(t, do_signal_work, &w);
   } else {
     // The program's own: its timers, its O_ASYNC descriptors, sigqueue, kill.
     struct sigaction& pa = g_program_action[sig];

@@ -57,6 +57,7 @@ CpuMigrations& cpu_migrations() {
 }
 uint64_t g_cpu_rng = 0;
 std::atomic<pid_t> g_ignored_tid{0};
+std::atomic<bool> g_alone{false};  // sampler_sample_new_threads_alone
 
 void close_cpu_rings() {
   if (!g_cpu_rings) return;
@@ -404,7 +405,10 @@ void sampler_configure(const SamplerSettings& s) {
 }
 
 bool sampler_uses_timer() { return g_any_timer.load(); }
-bool sampler_signals_threads() { return !g_settings.signal_free || g_any_timer.load(std::memory_order_relaxed); }
+bool sampler_signals_threads() {
+  return !g_settings.signal_free || g_any_timer.load(std::memory_order_relaxed) ||
+         g_alone.load(std::memory_order_relaxed);
+}
 
 namespace {
 // Task-clock sampling of user code, every `period_ns` of CPU time: the
@@ -455,8 +459,84 @@ long open_sampling_event(perf_event_attr* attr, pid_t pid, int cpu) {
 }
 }  // namespace
 
+namespace {
+void close_event(int fd, void* ring, size_t len) {
+  if (ring) munmap(ring, len);
+  close(fd);
+}
+
+// A thread sampled alone (sampler_sample_new_threads_alone): a task-clock
+// event of its own with the CPU rings' records, a first period uniform in
+// (0, period] (the kernel starts a new event's timer with a whole one, and
+// offers no other way to set where the first one ends), and one signal at
+// its end, whose handler sets the period itself (end_random_phase). Records
+// wake nobody after that: the profiler thread takes them at its looks. False
+// where refused, nothing left open: the CPU rings' events sample it then.
+// Enabled by sampler_thread_ready, once the signal's handler knows the thread.
+bool open_alone_event(ThreadState* t) {
+  const uint64_t period = g_settings.period_ns;
+  t->rng = now_mono() ^ (static_cast<uint64_t>(t->tid) << 32);
+  const uint64_t first = 1 + (draw_period(&t->rng, period) - period / 2);  // draw_period: period/2 + [0, period)
+  perf_event_attr attr = sampling_attr(first, true);
+  attr.watermark = 0;
+  attr.wakeup_events = 1;  // a wakeup, and so the signal, at the first sample
+  int fd = move_fd_high(static_cast<int>(open_sampling_event(&attr, t->tid, -1)));
+  if (fd < 0) return false;
+  const size_t len = (1 + kDataPages) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  f_owner_ex owner{F_OWNER_TID, t->tid};
+  if (m == MAP_FAILED || fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) != 0 || fcntl(fd, F_SETSIG, sample_signal()) != 0 ||
+      fcntl(fd, F_SETOWN_EX, &owner) != 0) {
+    close_event(fd, m == MAP_FAILED ? nullptr : m, len);
+    return false;
+  }
+  t->perf_fd = fd;
+  t->page = static_cast<perf_event_mmap_page*>(m);
+  t->mmap_len = len;
+  t->period_ns = period;  // the weight of each of its samples, the first included
+  t->alone = true;
+  t->phase_pending = true;
+  return true;
+}
+
+// [sig] The first period of a thread sampled alone has ended, and the event
+// with it (PERF_EVENT_IOC_REFRESH): from now on the period itself, and no
+// more signals. (PERF_EVENT_IOC_PERIOD restarts the event's timer: this
+// handler, at the first period's end, is the place for it.)
+void end_random_phase(ThreadState* t) {
+  uint64_t period = g_settings.period_ns;
+  fcntl(t->perf_fd, F_SETFL, O_NONBLOCK);
+  ioctl(t->perf_fd, PERF_EVENT_IOC_PERIOD, &period);
+  ioctl(t->perf_fd, PERF_EVENT_IOC_ENABLE, 0);
+  t->phase_pending = false;
+}
+}  // namespace
+
+void sampler_thread_ready(ThreadState* t) {
+  if (!t->phase_pending) return;
+  // For one sample only: the event stops itself there, and signals once
+  // (POLL_HUP). Enabled for good, an event whose signal waits (a thread
+  // that blocks it) would queue one per first period, microseconds apart,
+  // until the user's queue of real-time signals is full and the kernel
+  // sends SIGIO instead, which kills any process of that user that has not
+  // caught it.
+  if (ioctl(t->perf_fd, PERF_EVENT_IOC_REFRESH, 1) == 0) return;
+  close_event(t->perf_fd, t->page, t->mmap_len);
+  t->page = nullptr;
+  t->perf_fd = -1;
+  t->alone = t->phase_pending = false;  // the CPU rings sample it
+}
+
+void sampler_sample_new_threads_alone() { g_alone.store(true); }
+bool sampler_samples_new_threads_alone() { return g_alone.load(std::memory_order_relaxed); }
+
 SamplerKind sampler_start(ThreadState* t, std::string* why) {
-  if (g_cpu_rings) return SamplerKind::kPerfEvent;  // its events are inherited ones, its records in the CPU rings
+  if (g_cpu_rings) {
+    // Its events are inherited ones, its records in the CPU rings; or, once
+    // short threads hold much of the CPU time, an event of its own.
+    if (g_alone.load(std::memory_order_relaxed)) open_alone_event(t);
+    return SamplerKind::kPerfEvent;
+  }
   t->rng = now_mono() ^ (static_cast<uint64_t>(t->tid) << 32);
   t->period_ns = random_period(t);
   perf_event_attr attr = sampling_attr(t->period_ns, g_settings.signal_free);
@@ -816,6 +896,7 @@ void cpu_ring_thread_ended(pid_t tid) { cpu_migrations().last_ring.erase(tid); }
 void sampler_forget_cpu_rings() {
   close_cpu_rings();
   cpu_migrations() = CpuMigrations();  // the child counts its own
+  g_alone.store(false);                // and decides for itself
 }
 
 uint64_t rerandomize_period(ThreadState* t) {
@@ -870,6 +951,10 @@ void stamp_wake_paying(ThreadState* t, const void* object) {
 }
 
 void process_samples(ThreadState* t, void* uc) {
+  if (t->phase_pending) {
+    if (uc) end_random_phase(t);  // (the signal's, not a wake's look)
+    return;
+  }
   if (!t->enter()) return;
   add_hits(t, drain_perf(t, uc));
   if (!uc) settle_preempted_by_wake(t);  // a wake's look, before catch_up pays

@@ -143,6 +143,20 @@ bool sampler_cpu_rings_alternate();
 void sampler_alternate_cpu_events();
 // The profiler thread inherits the events too: its records are dropped.
 void sampler_ignore_thread(pid_t tid);
+// From the profiler thread, once threads too short for the period hold much
+// of the CPU time (Profiler::finish_threads): each thread started from now
+// on gets its own event, whose first period is drawn uniformly from
+// (0, period] and whose later ones are the period itself, so that each
+// thread's samples hold, on average, all of its CPU time however short it
+// is (an inherited event starts every thread with a whole period, and the
+// period under way at its end is in no sample). Its records come from its
+// own ring; the CPU rings' for it are the profiler's to drop. Where its
+// event or ring is refused, the CPU rings sample it as before.
+void sampler_sample_new_threads_alone();
+// A thread's runtime state is in place (the signal's handler finds it):
+// its event of its own, if it has one, starts.
+void sampler_thread_ready(ThreadState* t);
+bool sampler_samples_new_threads_alone();
 // One thread's records, in time order, at `offset` in take_cpu_records' out.
 struct ThreadRecords {
   pid_t tid;

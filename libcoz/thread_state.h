@@ -333,6 +333,11 @@ struct ThreadState {
   size_t mmap_len = 0;
   bool has_timer = false;
   void* timer = nullptr;  // timer_t
+  // Sampling-only, a thread sampled alone (sampler_sample_new_threads_alone):
+  // its own event, not the CPU rings', samples it, at a fixed period from a
+  // random first one; `phase_pending` until that first one ends [sig].
+  bool alone = false;
+  bool phase_pending = false;
   static constexpr int kMaxBreakpoints = 4;
   int bp_fds[kMaxBreakpoints] = {-1, -1, -1, -1};
   int bp_count = 0;

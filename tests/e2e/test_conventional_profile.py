@@ -243,17 +243,19 @@ def test_sampling_only_starts_and_ends_cleanly_again_and_again(tmp_path, libcoz)
 
 
 def test_the_runtime_says_when_short_threads_go_unsampled(tmp_path, libcoz):
-    # A thread per task, each running 3 ms of CPU time by its own clock
+    # 150 threads that all start before any works (then two at a time), each running
+    # 3 or 1.5 ms of CPU time by its own clock
     # (tests/e2e/programs/short_tasks.c). At sampling-only's 10 ms, a
     # thread's period under way when it ends is lost, and such threads are
-    # mostly in no sample: `coz run` says so, and `coz report --top` under
-    # its first line, with a period to use. At that period they run over
-    # two periods each: nothing said, and their samples hold most of their time.
+    # mostly in no sample (the CPU rings sample them all: none had ended when
+    # the last started): `coz run` says so, and `coz report --top` under its
+    # first line, with a period to use. At that period they run over two
+    # periods each: nothing said, and their samples hold most of their time.
     exe = build_program("short_tasks", tmp_path)
 
     def profile_at(period):
         path = tmp_path / f"p{period}.coz"
-        r = coz_run(["-o", str(path), "--sampling-only", "--sample-period", period], [exe])
+        r = coz_run(["-o", str(path), "--sampling-only", "--sample-period", period], [exe, "150", "3", "0"])
         assert r.returncode == 0, r.stderr.decode()
         clock_ms = json.loads(r.stdout.decode().strip().splitlines()[-1])["cpu_ms"]
         loaded = profile.load(str(path))
@@ -272,6 +274,7 @@ def test_the_runtime_says_when_short_threads_go_unsampled(tmp_path, libcoz):
     assert threads == 151 and short >= 150  # the tasks, and the main thread, whose time is short too
     assert clock_s * 1000 + 5 >= clock_ms  # the tasks' own clocks are part of it (the message rounds to 10 ms)
     assert sampled_s < clock_s / 2 and sampled_ms < clock_ms / 2
+    assert not [t for t in run.threads if t.get("sampled_alone")]
     suggested_ms = int(m[5]) / (1 if m[6] == "ms" else 1000)
     assert suggested_ms <= clock_ms / 150 / 4, suggested_ms
     top = coz("report", "--top", str(path)).stdout.splitlines()
@@ -280,6 +283,48 @@ def test_the_runtime_says_when_short_threads_go_unsampled(tmp_path, libcoz):
     r, path, run, clock_ms, sampled_ms = profile_at(m[5] + m[6])
     assert not [w for w in run.warnings if w[0] == "short-threads"], run.warnings
     assert sampled_ms > clock_ms / 2, (sampled_ms, clock_ms)
+
+
+def test_short_threads_started_later_are_sampled_alone(tmp_path, libcoz):
+    # 600 threads, two at a time, of 4 ms (task_a) and 2 ms (task_b) of CPU
+    # time by their own clocks, then one of 300 ms (task_long), at
+    # sampling-only's 10 ms. Once 8 short threads have ended holding most of
+    # the CPU time, each new thread gets an event of its own whose first
+    # period is uniform in (0, 10 ms]: a task of c ms is then in a sample of
+    # 10 ms with probability c / 10, and the samples hold, on average, all
+    # of the threads' time. The bounds are 4 standard deviations of that
+    # Bernoulli sampling, from the program's own clocks.
+    exe = build_program("short_tasks", tmp_path)
+    path = tmp_path / "alone.coz"
+    r = coz_run(["-o", str(path), "--sampling-only"], [exe, "600", "4", "2", "300"])
+    assert r.returncode == 0, r.stderr.decode()
+    own = json.loads(r.stdout.decode().strip().splitlines()[-1])
+    loaded = profile.load(str(path))
+    run = loaded.runs[0]
+    assert not [w for w in run.warnings if w[0] == "short-threads"], run.warnings
+    by_group = {}
+    for t in run.threads:
+        g = by_group.setdefault(t["group"], {"alone": 0, "other": 0, "alone_ms": 0.0, "other_ms": 0.0})
+        kind = "alone" if t.get("sampled_alone") else "other"
+        g[kind] += 1
+        g[kind + "_ms"] += t["cpu_clock_ns"] / 1e6
+    # The threads before the switch: at least the 8 it waits for, and few more.
+    early = by_group["task_a"]["other"] + by_group["task_b"]["other"]
+    assert 8 <= early <= 120, by_group
+    assert by_group["task_long"]["alone"] == 1, by_group
+    data = json.loads(coz("report", "--top", "--json", "-", str(path)).stdout)
+    cum_ms = {row["name"]: row["cum_ns"] / 1e6 for row in data["rows"]}
+    period = 10.0
+    for fn in ("task_a", "task_b"):
+        g = by_group[fn]
+        n = g["alone"]
+        p = g["alone_ms"] / n / period  # each thread's chance of a sample
+        sd = period * math.sqrt(n * p * (1 - p))
+        # The early threads' samples (their CPU rings' periods are 5 to 15 ms,
+        # longer than any task) count too: at most their whole time.
+        assert g["alone_ms"] - 4 * sd <= cum_ms.get(fn, 0) <= g["alone_ms"] + g["other_ms"] + 4 * sd, (fn, cum_ms, g)
+    # A long thread sampled alone: its own records only, not the CPU rings' too.
+    assert abs(cum_ms["task_long"] - own["long_ms"]) <= 0.15 * own["long_ms"], (cum_ms, own)
 
 
 def _pprof_rows(pprof, path, *extra):

@@ -1,16 +1,23 @@
 /* A thread per task: starts N threads (default 150), two at a time, and
- * joins them; each runs MS milliseconds (default 3) of its own CPU time,
- * by its own clock, in user-mode work (the clock is read every 20,000
- * steps). Prints the threads' CPU time in all as one JSON line.
- * Usage: short_tasks [N] [MS] */
+ * joins them; with K = 0, starts all N first, each waiting on a semaphore
+ * of its own, then lets them work two at a time (as before: no thread has
+ * ended when the last starts). Odd-numbered threads run task_a for MS
+ * milliseconds (default 3) of their own CPU time, by their own clock,
+ * even-numbered ones task_b for MS/2, in user-mode work (the clock is read
+ * every 20,000 steps). Then, with LONG_MS > 0, one more thread runs
+ * task_long for that long. Prints the threads' CPU time as one JSON line:
+ * in all (cpu_ms, the tasks'), and by function (a_ms, b_ms, long_ms).
+ * Usage: short_tasks [N] [MS] [K=2|0] [LONG_MS] */
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
-static double task_ms;
+static double task_ms, long_ms;
 static uint64_t sink;
+static sem_t *go;  /* K = 0: thread i waits on go[i - 1] */
 
 static double cpu_ms(void) {
   struct timespec t;
@@ -18,33 +25,83 @@ static double cpu_ms(void) {
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-static void *task(void *arg) {
-  uint64_t x = (uintptr_t)arg;
-  double start = cpu_ms(), ran;
-  while ((ran = cpu_ms() - start) < task_ms)
+/* Works for ms of this thread's CPU time; returns the time it took. */
+static double work(uint64_t x, double ms) {
+  double begin = cpu_ms(), ran;
+  while ((ran = cpu_ms() - begin) < ms)
     for (int i = 0; i < 20000; i++) x = x * 6364136223846793005ull + 1442695040888963407ull;
   __atomic_fetch_add(&sink, x, __ATOMIC_RELAXED);
+  return ran;
+}
+
+/* Each returns its whole CPU time (the clock from its start). */
+static void *finish(void) {
   double *out = malloc(sizeof *out);
-  *out = ran;
+  *out = cpu_ms();
   return out;
+}
+
+static void wait_turn(void *arg) {
+  if (go) sem_wait(&go[(uintptr_t)arg - 1]);
+}
+
+static void *task_a(void *arg) {
+  wait_turn(arg);
+  work((uintptr_t)arg, task_ms);
+  return finish();
+}
+
+static void *task_b(void *arg) {
+  wait_turn(arg);
+  work((uintptr_t)arg, task_ms / 2);
+  return finish();
+}
+
+static void *task_long(void *arg) {
+  work((uintptr_t)arg, long_ms);
+  return finish();
+}
+
+static int start(int id, pthread_t *t) {
+  return pthread_create(t, NULL, id % 2 ? task_a : task_b, (void *)(uintptr_t)id);
+}
+
+static double join(pthread_t t) {
+  void *r;
+  pthread_join(t, &r);
+  double ms = *(double *)r;
+  free(r);
+  return ms;
 }
 
 int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 150;
   task_ms = argc > 2 ? atof(argv[2]) : 3;
-  double total = 0;
-  for (int i = 0; i < n; i += 2) {
-    pthread_t t[2];
-    int k = n - i < 2 ? n - i : 2;
-    for (int j = 0; j < k; j++)
-      if (pthread_create(&t[j], NULL, task, (void *)(uintptr_t)(i + j + 1)) != 0) return 1;
-    for (int j = 0; j < k; j++) {
-      void *r;
-      pthread_join(t[j], &r);
-      total += *(double *)r;
-      free(r);
-    }
+  int k = argc > 3 ? atoi(argv[3]) : 2;
+  long_ms = argc > 4 ? atof(argv[4]) : 0;
+  if (n < 1 || (k != 0 && k != 2)) return 2;
+  double a = 0, b = 0, l = 0;
+  pthread_t *t = malloc(sizeof *t * (size_t)n);
+  if (k == 0) {  /* all of them first, each waiting for its turn */
+    go = malloc(sizeof *go * (size_t)n);
+    for (int i = 0; i < n; i++) sem_init(&go[i], 0, 0);
+    for (int id = 1; id <= n; id++)
+      if (start(id, &t[id - 1]) != 0) return 1;
   }
-  printf("{\"threads\":%d,\"task_ms\":%g,\"cpu_ms\":%.1f}\n", n, task_ms, total);
+  for (int i = 0; i < n; i += 2) {
+    int m = n - i < 2 ? n - i : 2;
+    for (int j = 0; j < m; j++)
+      if (go) sem_post(&go[i + j]);
+      else if (start(i + j + 1, &t[i + j]) != 0) return 1;
+    for (int j = 0; j < m; j++) *((i + j + 1) % 2 ? &a : &b) += join(t[i + j]);
+  }
+  free(t);
+  if (long_ms > 0) {
+    pthread_t lt;
+    if (pthread_create(&lt, NULL, task_long, NULL) != 0) return 1;
+    l = join(lt);
+  }
+  printf("{\"threads\":%d,\"task_ms\":%g,\"cpu_ms\":%.1f,\"a_ms\":%.1f,\"b_ms\":%.1f,\"long_ms\":%.1f}\n", n, task_ms,
+         a + b, a, b, l);
   return 0;
 }
