@@ -389,6 +389,7 @@ void Profiler::drain() {
       info.preempt_credited_ns = t->preempt_credited_ns.load(std::memory_order_relaxed);
       if (switch_records) info.switch_records = true;
       if (t->alone) info.alone = true;
+      if (t->random_first) info.random_first = true;
       // A wait still open: its time so far, which write_final counts for the
       // threads alive at the end (a pool's idle workers, blocked all along,
       // read 100% `rest` without it). Read without the thread's cooperation:
@@ -555,8 +556,9 @@ void Profiler::finish_threads(const std::vector<ThreadInfo*>& infos) {
     const ThreadRecord& r = info->record;
     short_threads_.threads++;
     short_threads_.clock_ns += r.cpu_clock_ns;
-    // (A thread sampled alone is not under-sampled, however short.)
-    if (!info->alone && r.cpu_clock_ns < kShortThreadPeriods * config_.sample_period_ns) {
+    // (A thread sampled from a random first period is not under-sampled,
+    // however short: sampled alone, or in the causal modes.)
+    if (!info->random_first && r.cpu_clock_ns < kShortThreadPeriods * config_.sample_period_ns) {
       short_threads_.short_threads++;
       short_threads_.short_clock_ns += r.cpu_clock_ns;
       short_threads_.short_sampled_ns += r.cpu_ns + r.call_cpu_ns;  // (the CPU stacks: user mode, and the kernel in calls)
@@ -572,10 +574,11 @@ void Profiler::finish_threads(const std::vector<ThreadInfo*>& infos) {
     sampler_sample_new_threads_alone();
 }
 
-// A thread's period under way when it ends is in no sample (sampling-only's
-// CPU events start each thread with a whole period; a thread's own event,
-// with a period of at least half the mean): threads that each run for
-// under a couple of periods are mostly unsampled, whatever their share
+// A thread's period under way when it ends is in no sample, and where its
+// first period is a whole one (sampling-only's CPU events; the timer
+// sampler), threads that each run for under a couple of periods are mostly
+// unsampled, whatever their share (threads sampled from a random first
+// period are not counted)
 // (docs/runtime.md, "What the weights miss"). Said when they hold more than
 // kShortThreadsShare of the threads' CPU time.
 void Profiler::warn_short_threads() {

@@ -308,6 +308,7 @@ class Profiler {
     uint64_t voluntary_ns = 0;   // off the CPU of its own accord (switch records)
     bool switch_records = false;  // sampled by perf, with switch records: voluntary_ns is known
     bool alone = false;           // sampling-only: sampled by its own event (ThreadState::alone)
+    bool random_first = false;    // sampled from a random first period (ThreadState::random_first)
     uint64_t open_wait_ns = 0;    // its interposed wait under way at the last look: time so far
     uint8_t open_wait_kind = 0;   // and its kind
     uint64_t uncharged_ns = 0;        // wakeup preemptions (switch records), charged to no line

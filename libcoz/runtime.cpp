@@ -412,7 +412,7 @@ void on_sample_signal(int sig, siginfo_t* si, void* uc) {
   if (timer || (from_poll && t && t->perf_fd >= 0 && si->si_fd == t->perf_fd)) {
     RuntimeGuard guard;  // libunwind's own locks are not waits of the program
     SignalWork w{t, uc, timer, timer ? si->si_overrun : 0};
-    if (t->phase_pending) do_signal_work(&w);  // (an ioctl, no unwinding: no stack of its own needed)
+    if (t->alone) do_signal_work(&w);  // (its one signal: ioctls, no unwinding, no stack of its own needed)
     else run_on_signal_stack(t, do_signal_work, &w);
   } else {
     // The program's own: its timers, its O_ASYNC descriptors, sigqueue, kill.

@@ -120,6 +120,12 @@ constexpr uint32_t kSamplesPerPeriod = 8;
 
 uint64_t random_period(ThreadState* t) { return draw_period(&t->rng, g_settings.period_ns); }
 
+// A thread's first period: uniform in (0, period] (draw_period's draw less
+// its period / 2), so that the thread's samples, each weighing `period`,
+// hold on average all of its CPU time however short it is (a first period
+// of `period` itself puts a thread shorter than it in no sample at all).
+uint64_t first_period(ThreadState* t, uint64_t period) { return 1 + (draw_period(&t->rng, period) - period / 2); }
+
 // [sig] The callchain of the interrupted context, unwound with the DWARF
 // call frame information (libunwind): right in code built without frame
 // pointers, where the kernel's frame-pointer callchain skips the caller of a
@@ -476,8 +482,7 @@ void close_event(int fd, void* ring, size_t len) {
 bool open_alone_event(ThreadState* t) {
   const uint64_t period = g_settings.period_ns;
   t->rng = now_mono() ^ (static_cast<uint64_t>(t->tid) << 32);
-  const uint64_t first = 1 + (draw_period(&t->rng, period) - period / 2);  // draw_period: period/2 + [0, period)
-  perf_event_attr attr = sampling_attr(first, true);
+  perf_event_attr attr = sampling_attr(first_period(t, period), true);
   attr.watermark = 0;
   attr.wakeup_events = 1;  // a wakeup, and so the signal, at the first sample
   int fd = move_fd_high(static_cast<int>(open_sampling_event(&attr, t->tid, -1)));
@@ -495,17 +500,17 @@ bool open_alone_event(ThreadState* t) {
   t->mmap_len = len;
   t->period_ns = period;  // the weight of each of its samples, the first included
   t->alone = true;
-  t->phase_pending = true;
+  t->phase_pending = t->random_first = true;
   return true;
 }
 
-// [sig] The first period of a thread sampled alone has ended, and the event
-// with it (PERF_EVENT_IOC_REFRESH): from now on the period itself, and no
-// more signals. (PERF_EVENT_IOC_PERIOD restarts the event's timer: this
-// handler, at the first period's end, is the place for it.)
+// [sig] A thread's first period has ended, and its event with it
+// (PERF_EVENT_IOC_REFRESH): from now on its own period (t->period_ns), and,
+// sampled alone, no more signals. (PERF_EVENT_IOC_PERIOD restarts the
+// event's timer: the signal at the first period's end is the place for it.)
 void end_random_phase(ThreadState* t) {
-  uint64_t period = g_settings.period_ns;
-  fcntl(t->perf_fd, F_SETFL, O_NONBLOCK);
+  if (t->alone) fcntl(t->perf_fd, F_SETFL, O_NONBLOCK);
+  uint64_t period = t->period_ns;
   ioctl(t->perf_fd, PERF_EVENT_IOC_PERIOD, &period);
   ioctl(t->perf_fd, PERF_EVENT_IOC_ENABLE, 0);
   t->phase_pending = false;
@@ -516,15 +521,20 @@ void sampler_thread_ready(ThreadState* t) {
   if (!t->phase_pending) return;
   // For one sample only: the event stops itself there, and signals once
   // (POLL_HUP). Enabled for good, an event whose signal waits (a thread
-  // that blocks it) would queue one per first period, microseconds apart,
-  // until the user's queue of real-time signals is full and the kernel
-  // sends SIGIO instead, which kills any process of that user that has not
-  // caught it.
+  // that blocks it, or one whose handler does not know it yet) would queue
+  // one per first period, microseconds apart, until the user's queue of
+  // real-time signals is full and the kernel sends SIGIO instead, which
+  // kills any process of that user that has not caught it.
   if (ioctl(t->perf_fd, PERF_EVENT_IOC_REFRESH, 1) == 0) return;
-  close_event(t->perf_fd, t->page, t->mmap_len);
-  t->page = nullptr;
-  t->perf_fd = -1;
-  t->alone = t->phase_pending = false;  // the CPU rings sample it
+  if (t->alone) {
+    close_event(t->perf_fd, t->page, t->mmap_len);
+    t->page = nullptr;
+    t->perf_fd = -1;
+    t->alone = t->phase_pending = t->random_first = false;  // the CPU rings sample it
+  } else {
+    end_random_phase(t);  // (a whole first period then)
+    t->random_first = false;
+  }
 }
 
 void sampler_sample_new_threads_alone() { g_alone.store(true); }
@@ -539,7 +549,9 @@ SamplerKind sampler_start(ThreadState* t, std::string* why) {
   }
   t->rng = now_mono() ^ (static_cast<uint64_t>(t->tid) << 32);
   t->period_ns = random_period(t);
-  perf_event_attr attr = sampling_attr(t->period_ns, g_settings.signal_free);
+  // Causal modes: a random first period, the drawn one after it (sampler_thread_ready).
+  perf_event_attr attr = sampling_attr(g_settings.signal_free ? t->period_ns : first_period(t, t->period_ns),
+                                       g_settings.signal_free);
   if (!g_settings.signal_free) {
     attr.wakeup_events = g_settings.batch;
     // The CPU of each record: the thread's migrations, counted from its
@@ -570,7 +582,8 @@ SamplerKind sampler_start(ThreadState* t, std::string* why) {
       t->mmap_len = len;
       t->counts_moves = !g_settings.signal_free;  // (its records' layout: before the first one)
       ioctl(t->perf_fd, PERF_EVENT_IOC_RESET, 0);
-      ioctl(t->perf_fd, PERF_EVENT_IOC_ENABLE, 0);
+      if (g_settings.signal_free) ioctl(t->perf_fd, PERF_EVENT_IOC_ENABLE, 0);
+      else t->phase_pending = t->random_first = true;  // started by sampler_thread_ready
       return SamplerKind::kPerfEvent;
     }
     if (m != MAP_FAILED) munmap(m, len);
@@ -951,10 +964,10 @@ void stamp_wake_paying(ThreadState* t, const void* object) {
 }
 
 void process_samples(ThreadState* t, void* uc) {
-  if (t->phase_pending) {
-    if (uc) end_random_phase(t);  // (the signal's, not a wake's look)
-    return;
-  }
+  // The first period's signal (not a wake's look), whether or not the
+  // thread is inside the runtime: the event waits for it.
+  if (uc && t->phase_pending) end_random_phase(t);
+  if (t->alone) return;  // sampling-only: the profiler thread takes its records
   if (!t->enter()) return;
   add_hits(t, drain_perf(t, uc));
   if (!uc) settle_preempted_by_wake(t);  // a wake's look, before catch_up pays

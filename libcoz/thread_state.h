@@ -335,9 +335,13 @@ struct ThreadState {
   void* timer = nullptr;  // timer_t
   // Sampling-only, a thread sampled alone (sampler_sample_new_threads_alone):
   // its own event, not the CPU rings', samples it, at a fixed period from a
-  // random first one; `phase_pending` until that first one ends [sig].
+  // random first one.
   bool alone = false;
+  // Its own event's first period, random, is under way [sig] (sampling
+  // alone, and the causal modes): the event stops at its end, and the
+  // signal handler sets the period and starts it again.
   bool phase_pending = false;
+  bool random_first = false;  // its samples started so: a short thread is not under-sampled
   static constexpr int kMaxBreakpoints = 4;
   int bp_fds[kMaxBreakpoints] = {-1, -1, -1, -1};
   int bp_count = 0;

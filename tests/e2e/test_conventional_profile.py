@@ -327,6 +327,33 @@ def test_short_threads_started_later_are_sampled_alone(tmp_path, libcoz):
     assert abs(cum_ms["task_long"] - own["long_ms"]) <= 0.15 * own["long_ms"], (cum_ms, own)
 
 
+def test_short_threads_are_sampled_in_proportion_when_profiling_causally(tmp_path, libcoz):
+    # The causal modes' own events start each thread with a period drawn
+    # uniformly from (0, p], p its first drawn period (the mean 1 ms
+    # here): 600 threads of 0.4 and 0.2 ms of CPU time, each shorter than
+    # any p, are in one sample of weight p with probability c / p, so the
+    # samples hold their time on average (with a whole first period, none
+    # of it: 0.00 s of 0.21 s). The bound is 4 standard deviations of that
+    # sampling (the variance of a thread's sampled time is c (P - c) for
+    # any spread of p around its mean P), plus a period.
+    exe = build_program("short_tasks", tmp_path)
+    path = tmp_path / "causal.coz"
+    r = coz_run(["-o", str(path), "--end-to-end"], [exe, "600", "0.4", "2", "300"])
+    assert r.returncode == 0, r.stderr.decode()
+    own = json.loads(r.stdout.decode().strip().splitlines()[-1])
+    run = profile.load(str(path)).runs[0]
+    assert not [w for w in run.warnings if w[0] == "short-threads"], run.warnings
+    data = json.loads(coz("report", "--top", "--json", "-", str(path)).stdout)
+    cum_ms = {row["name"]: row["cum_ns"] / 1e6 for row in data["rows"]}
+    period = 1.0
+    for fn in ("task_a", "task_b"):
+        clocks = [t["cpu_clock_ns"] / 1e6 for t in run.threads if t["group"] == fn]
+        assert len(clocks) == 300, (fn, len(clocks))
+        sd = math.sqrt(sum(c * max(period - c, 0.0) for c in clocks))
+        assert abs(cum_ms.get(fn, 0) - sum(clocks)) <= 4 * sd + period, (fn, cum_ms, sum(clocks), sd)
+    assert abs(cum_ms["task_long"] - own["long_ms"]) <= 0.1 * own["long_ms"], (cum_ms, own)
+
+
 def _pprof_rows(pprof, path, *extra):
     out = subprocess.run([pprof, "-top", "-nodecount=10000", *extra, str(path)],
                          capture_output=True, text=True, timeout=120)
