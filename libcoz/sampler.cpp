@@ -480,8 +480,12 @@ void close_event(int fd, void* ring, size_t len) {
 // where refused, nothing left open: the CPU rings' events sample it then.
 // Enabled by sampler_thread_ready, once the signal's handler knows the thread.
 bool open_alone_event(ThreadState* t) {
-  const uint64_t period = g_settings.period_ns;
+  // Its own period, drawn as the causal modes draw theirs, for its whole
+  // life: threads' samples do not fall in step with one another's loops
+  // (one thread's may with its own, at a fixed period: the CPU rings'
+  // turns are not theirs).
   t->rng = now_mono() ^ (static_cast<uint64_t>(t->tid) << 32);
+  const uint64_t period = random_period(t);
   perf_event_attr attr = sampling_attr(first_period(t, period), true);
   attr.watermark = 0;
   attr.wakeup_events = 1;  // a wakeup, and so the signal, at the first sample

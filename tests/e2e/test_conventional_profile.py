@@ -289,11 +289,13 @@ def test_short_threads_started_later_are_sampled_alone(tmp_path, libcoz):
     # 600 threads, two at a time, of 4 ms (task_a) and 2 ms (task_b) of CPU
     # time by their own clocks, then one of 300 ms (task_long), at
     # sampling-only's 10 ms. Once 8 short threads have ended holding most of
-    # the CPU time, each new thread gets an event of its own whose first
-    # period is uniform in (0, 10 ms]: a task of c ms is then in a sample of
-    # 10 ms with probability c / 10, and the samples hold, on average, all
-    # of the threads' time. The bounds are 4 standard deviations of that
-    # Bernoulli sampling, from the program's own clocks.
+    # the CPU time, each new thread gets an event of its own, of a period p
+    # drawn from [5, 15) ms, whose first period is uniform in (0, p]: a
+    # task of c ms is then in a sample of p with probability c / p, and the
+    # samples hold, on average, all of the threads' time. The bounds are 4
+    # standard deviations of that sampling (a thread's sampled time has the
+    # variance c (10 - c) whatever the spread of p), from the threads' own
+    # clocks.
     exe = build_program("short_tasks", tmp_path)
     path = tmp_path / "alone.coz"
     r = coz_run(["-o", str(path), "--sampling-only"], [exe, "600", "4", "2", "300"])
