@@ -434,6 +434,7 @@ struct ThreadState {
   // The stack the sample signal's work runs on (run_on_signal_stack), mapped
   // at its first use; unmapped by sampler_forget.
   char* signal_stack = nullptr;
+  bool signal_stack_refused = false;  // its mapping failed once: not tried at every sample
   // Timer sampler: the thread's /proc/thread-self/schedstat, opened at its
   // start and kept high (-1: not open; each read then opens it).
   int schedstat_fd = -1;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -1552,6 +1553,38 @@ TEST(Waits, DescriptorsOpenAtAForkLinkProcessesNotSiblings) {
     fds_closed(fd);
     close(fd);
   }
+}
+
+TEST(SignalStack, AFailedMappingIsNotTriedAgainAtEverySample) {
+  // In a child whose address space is full (RLIMIT_AS at its size), the
+  // work runs on the current stack, and the failure is kept: with room
+  // again, the next sample still does not map.
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    long pages = 0;
+    FILE* f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%ld", &pages) != 1) _exit(10);
+    fclose(f);
+    rlimit old{}, full{};
+    getrlimit(RLIMIT_AS, &old);
+    full = old;
+    full.rlim_cur = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE));
+    if (setrlimit(RLIMIT_AS, &full) != 0) _exit(11);
+    ThreadState t;
+    int ran = 0;
+    auto fn = [](void* p) { ++*static_cast<int*>(p); };
+    run_on_signal_stack(&t, fn, &ran);
+    if (ran != 1 || t.signal_stack || !t.signal_stack_refused) _exit(12);
+    setrlimit(RLIMIT_AS, &old);
+    run_on_signal_stack(&t, fn, &ran);
+    if (ran != 2 || t.signal_stack) _exit(13);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(Writer, StringsAreValidUtf8WhateverTheBytes) {
