@@ -285,6 +285,21 @@ def test_the_runtime_says_when_short_threads_go_unsampled(tmp_path, libcoz):
     assert sampled_ms > clock_ms / 2, (sampled_ms, clock_ms)
 
 
+def _short_tasks(tmp_path, coz_args, argv):
+    """Profiles short_tasks with these arguments; returns its own clocks'
+    JSON, the run (which must not warn short-threads) and each function's
+    cum time in ms by `coz report --top`."""
+    exe = build_program("short_tasks", tmp_path)
+    path = tmp_path / "short_tasks.coz"
+    r = coz_run(["-o", str(path), *coz_args], [exe, *argv])
+    assert r.returncode == 0, r.stderr.decode()
+    own = json.loads(r.stdout.decode().strip().splitlines()[-1])
+    run = profile.load(str(path)).runs[0]
+    assert not [w for w in run.warnings if w[0] == "short-threads"], run.warnings
+    data = json.loads(coz("report", "--top", "--json", "-", str(path)).stdout)
+    return own, run, {row["name"]: row["cum_ns"] / 1e6 for row in data["rows"]}
+
+
 def test_short_threads_started_later_are_sampled_alone(tmp_path, libcoz):
     # 600 threads, two at a time, of 4 ms (task_a) and 2 ms (task_b) of CPU
     # time by their own clocks, then one of 300 ms (task_long), at
@@ -296,14 +311,7 @@ def test_short_threads_started_later_are_sampled_alone(tmp_path, libcoz):
     # standard deviations of that sampling (a thread's sampled time has the
     # variance c (10 - c) whatever the spread of p), from the threads' own
     # clocks.
-    exe = build_program("short_tasks", tmp_path)
-    path = tmp_path / "alone.coz"
-    r = coz_run(["-o", str(path), "--sampling-only"], [exe, "600", "4", "2", "300"])
-    assert r.returncode == 0, r.stderr.decode()
-    own = json.loads(r.stdout.decode().strip().splitlines()[-1])
-    loaded = profile.load(str(path))
-    run = loaded.runs[0]
-    assert not [w for w in run.warnings if w[0] == "short-threads"], run.warnings
+    own, run, cum_ms = _short_tasks(tmp_path, ["--sampling-only"], ["600", "4", "2", "300"])
     by_group = {}
     for t in run.threads:
         g = by_group.setdefault(t["group"], {"alone": 0, "other": 0, "alone_ms": 0.0, "other_ms": 0.0})
@@ -314,8 +322,6 @@ def test_short_threads_started_later_are_sampled_alone(tmp_path, libcoz):
     early = by_group["task_a"]["other"] + by_group["task_b"]["other"]
     assert 8 <= early <= 120, by_group
     assert by_group["task_long"]["alone"] == 1, by_group
-    data = json.loads(coz("report", "--top", "--json", "-", str(path)).stdout)
-    cum_ms = {row["name"]: row["cum_ns"] / 1e6 for row in data["rows"]}
     period = 10.0
     for fn in ("task_a", "task_b"):
         g = by_group[fn]
@@ -338,15 +344,7 @@ def test_short_threads_are_sampled_in_proportion_when_profiling_causally(tmp_pat
     # of it: 0.00 s of 0.21 s). The bound is 4 standard deviations of that
     # sampling (the variance of a thread's sampled time is c (P - c) for
     # any spread of p around its mean P), plus a period.
-    exe = build_program("short_tasks", tmp_path)
-    path = tmp_path / "causal.coz"
-    r = coz_run(["-o", str(path), "--end-to-end"], [exe, "600", "0.4", "2", "300"])
-    assert r.returncode == 0, r.stderr.decode()
-    own = json.loads(r.stdout.decode().strip().splitlines()[-1])
-    run = profile.load(str(path)).runs[0]
-    assert not [w for w in run.warnings if w[0] == "short-threads"], run.warnings
-    data = json.loads(coz("report", "--top", "--json", "-", str(path)).stdout)
-    cum_ms = {row["name"]: row["cum_ns"] / 1e6 for row in data["rows"]}
+    own, run, cum_ms = _short_tasks(tmp_path, ["--end-to-end"], ["600", "0.4", "2", "300"])
     period = 1.0
     for fn in ("task_a", "task_b"):
         clocks = [t["cpu_clock_ns"] / 1e6 for t in run.threads if t["group"] == fn]
