@@ -315,14 +315,16 @@ void Profiler::keep_up() {
     Pending p;
     p.tid = t->tid;
     while (t->ring.pop(&p.smp)) held_.push_back(p);
-    if (config_.sampling_only && t->page) {
-      if (t->alone) alone_.insert(t->tid);
-      size_t at = held_bytes_.size();
-      take_records(t, &held_bytes_);
-      if (held_bytes_.size() > at) held_taken_.push_back({t->tid, at, held_bytes_.size() - at, t->period_ns, false});
-    }
+    if (config_.sampling_only && t->page) take_own_ring(t, &held_bytes_, &held_taken_);
   });
   take_cpu_rings(&held_bytes_, &held_taken_);
+}
+
+void Profiler::take_own_ring(ThreadState* t, std::vector<char>* bytes, std::vector<Taken>* taken) {
+  if (t->alone) alone_.insert(t->tid);  // (before the CPU rings' records of it are taken)
+  const size_t at = bytes->size();
+  take_records(t, bytes);
+  if (bytes->size() > at) taken->push_back({t->tid, at, bytes->size() - at, t->period_ns, false});
 }
 
 void Profiler::take_cpu_rings(std::vector<char>* bytes, std::vector<Taken>* taken) {
@@ -365,10 +367,7 @@ void Profiler::drain() {
     while (t->ring.pop(&p.smp)) pending_.push_back(p);
     if (config_.sampling_only && t->page) {
       // No signal: the profiler takes the thread's perf records itself.
-      if (t->alone) alone_.insert(t->tid);
-      size_t at = taken_bytes_.size();
-      take_records(t, &taken_bytes_);
-      if (taken_bytes_.size() > at) taken_.push_back({t->tid, at, taken_bytes_.size() - at, t->period_ns, false});
+      take_own_ring(t, &taken_bytes_, &taken_);
       if (ended) {
         sampler_forget(t);  // its last records are taken: release the ring
       } else if (!t->alone && ++t->samples_at_period >= kDrainsPerPeriod) {
@@ -570,7 +569,7 @@ void Profiler::finish_threads(const std::vector<ThreadInfo*>& infos) {
   // (sampler_sample_new_threads_alone).
   const ShortThreads& st = short_threads_;
   if (config_.sampling_only && sampler_cpu_rings() && !sampler_samples_new_threads_alone() &&
-      st.short_threads >= kAloneAfterThreads && st.short_clock_ns > kShortThreadsShare * static_cast<double>(st.clock_ns))
+      st.short_threads >= kAloneAfterThreads && st.dominant(kShortThreadsShare))
     sampler_sample_new_threads_alone();
 }
 
@@ -583,7 +582,7 @@ void Profiler::finish_threads(const std::vector<ThreadInfo*>& infos) {
 // kShortThreadsShare of the threads' CPU time.
 void Profiler::warn_short_threads() {
   const ShortThreads& s = short_threads_;
-  if (!s.short_threads || s.short_clock_ns <= kShortThreadsShare * static_cast<double>(s.clock_ns)) return;
+  if (!s.short_threads || !s.dominant(kShortThreadsShare)) return;
   const uint64_t suggested = short_thread_period(s.short_clock_ns / s.short_threads);
   char advice[160];
   if (!suggested)

@@ -280,6 +280,9 @@ class Profiler {
     uint64_t period_ns;  // the period they were taken at
     bool cpu_layout;     // from the CPU rings: each sample says its period
   };
+  // Appends a thread's records from its own ring (sampling-only), noting
+  // it in alone_ when it is sampled alone.
+  void take_own_ring(ThreadState* t, std::vector<char>* bytes, std::vector<Taken>* taken);
   // Appends the CPU rings' records (sampler_open_cpu_rings), split by thread.
   void take_cpu_rings(std::vector<char>* bytes, std::vector<Taken>* taken);
   std::vector<Taken> taken_;
@@ -358,6 +361,8 @@ class Profiler {
   struct ShortThreads {
     uint64_t threads = 0, clock_ns = 0;
     uint64_t short_threads = 0, short_clock_ns = 0, short_sampled_ns = 0;
+    // Whether the short threads held more than `share` of the threads' CPU time.
+    bool dominant(double share) const { return short_clock_ns > share * static_cast<double>(clock_ns); }
   } short_threads_;
   void warn_short_threads();
   void account_blocked(pid_t tid, uint32_t kind, const Sample& smp);
