@@ -471,6 +471,16 @@ void close_event(int fd, void* ring, size_t len) {
   close(fd);
 }
 
+// The event's wakeups signal thread `tid` with the sample signal (O_ASYNC).
+bool signals_thread(int fd, pid_t tid) {
+  f_owner_ex owner{F_OWNER_TID, tid};
+  return fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) == 0 && fcntl(fd, F_SETSIG, sample_signal()) == 0 &&
+         fcntl(fd, F_SETOWN_EX, &owner) == 0;
+}
+
+// A thread's own generator, seeded from the clock and its id.
+void seed_rng(ThreadState* t) { t->rng = now_mono() ^ (static_cast<uint64_t>(t->tid) << 32); }
+
 // A thread sampled alone (sampler_sample_new_threads_alone): a task-clock
 // event of its own with the CPU rings' records, a first period uniform in
 // (0, period] (the kernel starts a new event's timer with a whole one, and
@@ -484,7 +494,7 @@ bool open_alone_event(ThreadState* t) {
   // life: threads' samples do not fall in step with one another's loops
   // (one thread's may with its own, at a fixed period: the CPU rings'
   // turns are not theirs).
-  t->rng = now_mono() ^ (static_cast<uint64_t>(t->tid) << 32);
+  seed_rng(t);
   const uint64_t period = random_period(t);
   perf_event_attr attr = sampling_attr(first_period(t, period), true);
   attr.watermark = 0;
@@ -493,9 +503,7 @@ bool open_alone_event(ThreadState* t) {
   if (fd < 0) return false;
   const size_t len = (1 + kDataPages) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
   void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  f_owner_ex owner{F_OWNER_TID, t->tid};
-  if (m == MAP_FAILED || fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) != 0 || fcntl(fd, F_SETSIG, sample_signal()) != 0 ||
-      fcntl(fd, F_SETOWN_EX, &owner) != 0) {
+  if (m == MAP_FAILED || !signals_thread(fd, t->tid)) {
     close_event(fd, m == MAP_FAILED ? nullptr : m, len);
     return false;
   }
@@ -551,7 +559,7 @@ SamplerKind sampler_start(ThreadState* t, std::string* why) {
     if (g_alone.load(std::memory_order_relaxed)) open_alone_event(t);
     return SamplerKind::kPerfEvent;
   }
-  t->rng = now_mono() ^ (static_cast<uint64_t>(t->tid) << 32);
+  seed_rng(t);
   t->period_ns = random_period(t);
   // Causal modes: a random first period, the drawn one after it (sampler_thread_ready).
   perf_event_attr attr = sampling_attr(g_settings.signal_free ? t->period_ns : first_period(t, t->period_ns),
@@ -576,11 +584,7 @@ SamplerKind sampler_start(ThreadState* t, std::string* why) {
       len = (1 + pages) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
       m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, static_cast<int>(fd), 0);
     }
-    f_owner_ex owner{F_OWNER_TID, t->tid};
-    if (m != MAP_FAILED &&
-        (g_settings.signal_free || (fcntl(static_cast<int>(fd), F_SETFL, O_ASYNC | O_NONBLOCK) == 0 &&
-                                    fcntl(static_cast<int>(fd), F_SETSIG, sample_signal()) == 0 &&
-                                    fcntl(static_cast<int>(fd), F_SETOWN_EX, &owner) == 0))) {
+    if (m != MAP_FAILED && (g_settings.signal_free || signals_thread(static_cast<int>(fd), t->tid))) {
       t->perf_fd = static_cast<int>(fd);
       t->page = static_cast<perf_event_mmap_page*>(m);
       t->mmap_len = len;
@@ -590,8 +594,7 @@ SamplerKind sampler_start(ThreadState* t, std::string* why) {
       else t->phase_pending = t->random_first = true;  // started by sampler_thread_ready
       return SamplerKind::kPerfEvent;
     }
-    if (m != MAP_FAILED) munmap(m, len);
-    close(static_cast<int>(fd));
+    close_event(static_cast<int>(fd), m == MAP_FAILED ? nullptr : m, len);
     *why = std::string("perf_event ring buffer setup failed: ") + strerror(errno);
   } else if (errno == EMFILE || errno == ENFILE) {
     *why = std::string("perf_event_open found no free file descriptor (") + strerror(errno) + ")";

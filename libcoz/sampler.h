@@ -153,10 +153,10 @@ void sampler_ignore_thread(pid_t tid);
 // own ring; the CPU rings' for it are the profiler's to drop. Where its
 // event or ring is refused, the CPU rings sample it as before.
 void sampler_sample_new_threads_alone();
-// A thread's runtime state is in place (the signal's handler finds it):
-// its event of its own, if it has one, starts.
-void sampler_thread_ready(ThreadState* t);
 bool sampler_samples_new_threads_alone();
+// A thread's runtime state is in place (the signal's handler finds it):
+// its event of its own, if it has one, starts, for its random first period.
+void sampler_thread_ready(ThreadState* t);
 // One thread's records, in time order, at `offset` in take_cpu_records' out.
 struct ThreadRecords {
   pid_t tid;
