@@ -545,6 +545,7 @@ COZ_EXPORT int sigprocmask(int how, const sigset_t* set, sigset_t* old) noexcept
 COZ_EXPORT int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) noexcept {
   return coz::virtual_sigmask(real_pthread_sigmask(), how, set, old);
 }
+COZ_EXPORT int sigaltstack(const stack_t* ss, stack_t* old) noexcept { return coz::virtual_sigaltstack(ss, old); }
 
 // ---- sleeps: self ----
 

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -134,8 +135,10 @@ ThreadState* alloc_state() {
   ThreadState* t = g_free;
   if (t) {
     g_free = t->next_free;
+    char* alt = t->alt_stack;  // (off since its thread ended: kept for the next one)
     t->~ThreadState();
     new (t) ThreadState();
+    t->alt_stack = alt;
   } else {
     t = new ThreadState();
   }
@@ -170,11 +173,64 @@ void note_own_name(ThreadState* t) {
   if (prctl(PR_GET_NAME, name) == 0) t->name.set(name);
 }
 
+// A thread without an alternate signal stack is given one of the runtime's:
+// a crash by stack overflow (the kernel then finds no room on the thread's
+// stack for a handler's frame) would otherwise kill the process before the
+// final records are written. The program still sees none (sigaltstack is
+// virtualized), and one it sets replaces the runtime's. 64 KiB (Go uses a
+// thread's existing alternate stack for its signal handlers, and wants 32
+// KiB), with an unmapped page below it. The mapping stays with the thread's
+// state when the thread ends, turned off, and serves the next thread given
+// that state: a program that starts a thread per task maps none after its
+// first ones (mapping and unmapping cost a thread about 6 us).
+constexpr size_t kAltStackBytes = 64 * 1024;
+constexpr size_t kAltGuardBytes = 4096;
+
+char* alt_stack_top_of(const ThreadState* t) { return t->alt_stack ? t->alt_stack + kAltGuardBytes : nullptr; }
+
+void give_alt_stack(ThreadState* t) {
+  stack_t cur;
+  if (sys(SYS_sigaltstack, nullptr, &cur) != 0 || !(cur.ss_flags & SS_DISABLE)) return;
+  if (!t->alt_stack) {
+    long p = sys(SYS_mmap, nullptr, kAltGuardBytes + kAltStackBytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+    if (p == -1) return;
+    if (sys(SYS_mprotect, p, kAltGuardBytes, PROT_NONE) != 0) {
+      sys(SYS_munmap, p, kAltGuardBytes + kAltStackBytes);
+      return;
+    }
+    t->alt_stack = reinterpret_cast<char*>(p);
+  }
+  stack_t ss;
+  memset(&ss, 0, sizeof ss);
+  ss.ss_sp = alt_stack_top_of(t);
+  ss.ss_size = kAltStackBytes;
+  sys(SYS_sigaltstack, &ss, nullptr);
+}
+
+// At the thread's end: turned off, unless the program set its own since.
+// The mapping stays with the state (alloc_state).
+void take_alt_stack(ThreadState* t) {
+  if (!t->alt_stack) return;
+  stack_t cur;
+  if (sys(SYS_sigaltstack, nullptr, &cur) != 0) {
+    t->alt_stack = nullptr;  // (not known to be off: left mapped, not reused)
+    return;
+  }
+  if (cur.ss_sp == alt_stack_top_of(t) && !(cur.ss_flags & SS_DISABLE)) {
+    stack_t off;
+    memset(&off, 0, sizeof off);
+    off.ss_flags = SS_DISABLE;
+    if (sys(SYS_sigaltstack, &off, nullptr) != 0) t->alt_stack = nullptr;  // (running on it)
+  }
+}
+
 // Starts sampling the calling thread.
 // `inherited`: the creator already set the thread's delay counts level with its own.
 void begin_thread(ThreadState* t, bool inherited) {
   RuntimeGuard guard;
   if (!inherited) inherit_delay(t, nullptr);
+  give_alt_stack(t);
   // A sample signal blocked before we were in charge (a mask inherited
   // through exec): the program's view keeps it blocked, the real mask not.
   sigset_t cur;
@@ -232,6 +288,7 @@ void end_thread(void* arg) {
     if (!sampler_cpu_rings()) t->migrations = t->counts_moves ? t->cpu_moves : thread_migrations(t->tid);
     t->cpu_clock_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     if (!t->blocked) count_unblocked(-1);
+    take_alt_stack(t);
     tls_state = nullptr;
     t->state.store(kThreadEnded);
   }
@@ -480,7 +537,7 @@ void on_resethand_final_signal(int sig, siginfo_t* si, void* uc) {
   struct sigaction h = g_program_action[sig];
   memset(&g_program_action[sig], 0, sizeof g_program_action[sig]);
   g_program_action[sig].sa_handler = SIG_DFL;
-  install_handler(sig, on_final_signal);
+  install_handler(sig, on_final_signal, SA_ONSTACK);
   if (h.sa_flags & SA_SIGINFO) h.sa_sigaction(sig, si, uc);
   else if (h.sa_handler != SIG_DFL && h.sa_handler != SIG_IGN) h.sa_handler(sig);
 }
@@ -493,7 +550,7 @@ void install_signals() {
   for (int sig = 1; sig < _NSIG; sig++) {
     if (!is_final_signal(sig)) continue;
     real_sigaction()(sig, nullptr, &g_program_action[sig]);
-    if (g_program_action[sig].sa_handler == SIG_DFL) install_handler(sig, on_final_signal);
+    if (g_program_action[sig].sa_handler == SIG_DFL) install_handler(sig, on_final_signal, SA_ONSTACK);
   }
 }
 
@@ -1084,7 +1141,7 @@ int virtual_sigaction(int sig, const struct sigaction* act, struct sigaction* ol
         once.sa_sigaction = on_resethand_final_signal;
       }
       if (dfl)
-        install_handler(sig, on_final_signal);
+        install_handler(sig, on_final_signal, SA_ONSTACK);
       else if (real_sigaction()(sig, &once, nullptr) != 0) {
         g_program_action[sig] = previous;
         return -1;
@@ -1092,6 +1149,22 @@ int virtual_sigaction(int sig, const struct sigaction* act, struct sigaction* ol
     }
   }
   if (oldact) *oldact = previous;
+  return 0;
+}
+
+int virtual_sigaltstack(const stack_t* ss, stack_t* old) {
+  ThreadState* t = tls_state;
+  char* ours = t ? alt_stack_top_of(t) : nullptr;
+  stack_t cur;
+  if (!ours || sys(SYS_sigaltstack, nullptr, &cur) != 0 || cur.ss_sp != ours || (cur.ss_flags & SS_DISABLE))
+    return static_cast<int>(sys(SYS_sigaltstack, ss, old));
+  // The runtime's is in place. A stack of the program's replaces it (the
+  // kernel checks it); it stays mapped until the thread ends.
+  if (ss && !(ss->ss_flags & SS_DISABLE) && sys(SYS_sigaltstack, ss, nullptr) != 0) return -1;
+  if (old) {
+    memset(old, 0, sizeof *old);
+    old->ss_flags = SS_DISABLE;
+  }
   return 0;
 }
 

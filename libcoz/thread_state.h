@@ -435,6 +435,10 @@ struct ThreadState {
   // at its first use; unmapped by sampler_forget.
   char* signal_stack = nullptr;
   bool signal_stack_refused = false;  // its mapping failed once: not tried at every sample
+  // The alternate signal stack the runtime gave the thread, which had none,
+  // so that a crash by stack overflow still writes the final records
+  // (give_alt_stack, runtime.cpp); its guard page's address, or null.
+  char* alt_stack = nullptr;
   // Timer sampler: the thread's /proc/thread-self/schedstat, opened at its
   // start and kept high (-1: not open; each read then opens it).
   int schedstat_fd = -1;

@@ -151,14 +151,18 @@ def _assert_whole_and_readable(path):
 @pytest.mark.parametrize("mode, sig", [("segv", signal.SIGSEGV), ("abort", signal.SIGABRT),
                                        ("kill_segv", signal.SIGSEGV), ("pipe", signal.SIGPIPE),
                                        ("alarm", signal.SIGALRM), ("xcpu", signal.SIGXCPU),
-                                       ("quit", signal.SIGQUIT)])
+                                       ("quit", signal.SIGQUIT), ("overflow", signal.SIGSEGV),
+                                       ("thread_overflow", signal.SIGSEGV)])
 def test_a_crash_writes_the_final_records_and_dies_of_its_signal(tmp_path, mode, sig):
     # The fault, abort(), or the signal sent by kill: the program dies of the
     # same signal as without the profiler, after the final records (stacks,
     # threads, shutdown) that a crash used to lose with the counts since the
     # last flush. The same for the other signals that end a process by
     # default: a write to a pipe nobody reads (`coz run --- prog | head`), a
-    # timer without a handler, the CPU time limit, Ctrl-\.
+    # timer without a handler, the CPU time limit, Ctrl-\. A stack overflow,
+    # in the main thread or another, leaves no room on the stack for a
+    # handler: the runtime's alternate stack holds it (the final records were
+    # lost before).
     exe = build_program("hostile_crash", tmp_path)
     plain, profiled = run_both([exe, mode], profile=tmp_path / "p.coz", preexec_fn=no_core)
     assert plain.returncode == -sig
@@ -183,6 +187,19 @@ def test_an_exit_without_atexit_handlers_writes_the_final_records(tmp_path, mode
     assert recs[-1]["type"] == "shutdown" and recs[-1]["reason"] == "exit", recs[-1]
     assert recs[-1]["samples"] > 300, recs[-1]  # 0.6 s of CPU time, sampled every millisecond
     assert any(r["type"] == "thread" for r in recs)
+
+
+def test_sigaltstack_reads_back_as_the_program_set_it(tmp_path):
+    # The runtime gives every thread without an alternate signal stack one of
+    # its own (for the crash handler): the program still reads none, its own
+    # replaces it and reads back, and disabling it reads back as disabled.
+    exe = build_program("hostile_crash", tmp_path)
+    plain, profiled = run_both([exe, "altstack"], profile=tmp_path / "p.coz")
+    assert plain.returncode == 0
+    assert plain.stdout.decode().splitlines() == [
+        "main: none", "thread: none", "old when set: none", "own: 65536 bytes, flags 0",
+        "old when disabled: own", "after: none"]
+    assert_same_behaviour(plain, profiled)
 
 
 def test_a_programs_own_sigsegv_handler_runs_and_reads_back(tmp_path):

@@ -21,6 +21,12 @@
  *                   kernel's SIGXCPU (si_code SI_KERNEL, a signal that does not
  *                   happen again if its handler returns)
  *   quit          - the same, then sends itself SIGQUIT (Ctrl-\)
+ *   overflow      - the same, then recurses until its stack overflows: a fault
+ *                   with no room left on the stack for a handler's frame
+ *   thread_overflow - the same in a thread of its own (a 256 KiB stack)
+ *   altstack      - prints what sigaltstack reads in the main thread and in a
+ *                   new thread ("none" when disabled), sets one of its own,
+ *                   reads it back, disables it, reads again; exits 0
  * Two threads spin so that experiments have samples. */
 #include <pthread.h>
 #include <signal.h>
@@ -70,6 +76,36 @@ static void on_segv(int sig) {
   static const char msg[] = "caught\n";
   if (write(1, msg, sizeof msg - 1) < 0) _exit(5);
   _exit(4);
+}
+
+/* Each call keeps a frame of its own (the buffer, the call after it). */
+static int recurse(int depth) {
+  volatile char frame[512];
+  frame[0] = (char)depth;
+  return recurse(depth + 1) + frame[0];
+}
+
+static void* overflow_thread(void* arg) {
+  (void)arg;
+  recurse(0);
+  return NULL;
+}
+
+static void say_altstack(const char* where) {
+  stack_t cur;
+  if (sigaltstack(NULL, &cur) != 0) {
+    printf("%s: error\n", where);
+  } else if (cur.ss_flags & SS_DISABLE) {
+    printf("%s: none\n", where);
+  } else {
+    printf("%s: %zu bytes, flags %d\n", where, cur.ss_size, cur.ss_flags);
+  }
+}
+
+static void* altstack_thread(void* arg) {
+  (void)arg;
+  say_altstack("thread");
+  return NULL;
 }
 
 static void on_quick_exit(void) {
@@ -137,6 +173,38 @@ int main(int argc, char** argv) {
   if (!strcmp(argv[1], "quit")) {
     kill(getpid(), SIGQUIT);
     for (;;) spin_for_ms(1000);
+  }
+  if (!strcmp(argv[1], "overflow")) {
+    printf("overflowing\n");
+    fflush(stdout);
+    return recurse(0);
+  }
+  if (!strcmp(argv[1], "thread_overflow")) {
+    printf("overflowing\n");
+    fflush(stdout);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    pthread_t o;
+    pthread_create(&o, &attr, overflow_thread, NULL);
+    pthread_join(o, NULL);
+    return 0;
+  }
+  if (!strcmp(argv[1], "altstack")) {
+    say_altstack("main");
+    pthread_t a;
+    pthread_create(&a, NULL, altstack_thread, NULL);
+    pthread_join(a, NULL);
+    static char own[65536];
+    stack_t ss = {.ss_sp = own, .ss_flags = 0, .ss_size = sizeof own}, old;
+    if (sigaltstack(&ss, &old) != 0) return 10;
+    printf("old when set: %s\n", (old.ss_flags & SS_DISABLE) ? "none" : "some");
+    say_altstack("own");
+    stack_t off = {.ss_sp = NULL, .ss_flags = SS_DISABLE, .ss_size = 0};
+    if (sigaltstack(&off, &old) != 0) return 11;
+    printf("old when disabled: %s\n", old.ss_sp == own ? "own" : "other");
+    say_altstack("after");
+    return 0;
   }
   if (!strcmp(argv[1], "kill_segv")) {
     printf("killing\n");
