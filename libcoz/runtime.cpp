@@ -225,6 +225,17 @@ void take_alt_stack(ThreadState* t) {
   }
 }
 
+// A forked child's one thread had the parent thread's alternate stack: the
+// child starts without one, as it would have without the profiler (a child
+// profiled with --follow-children gets its own at its start).
+void drop_alt_stack_in_child(ThreadState* t) {
+  if (!t || !t->alt_stack) return;
+  char* mapping = t->alt_stack;
+  take_alt_stack(t);
+  if (t->alt_stack) sys(SYS_munmap, mapping, kAltGuardBytes + kAltStackBytes);
+  t->alt_stack = nullptr;
+}
+
 // Starts sampling the calling thread.
 // `inherited`: the creator already set the thread's delay counts level with its own.
 void begin_thread(ThreadState* t, bool inherited) {
@@ -610,6 +621,7 @@ void fork_child() {
   g_signal_lock.reinit();
   g_registry_lock.reinit();
   g_objects_lock.reinit();
+  drop_alt_stack_in_child(tls_state);
   if (g_state.load() != kActive) return;
   // The parent's threads, events and profiler thread do not exist here.
   for (ThreadState* t : *g_threads) sampler_forget(t);

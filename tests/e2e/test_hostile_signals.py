@@ -192,12 +192,13 @@ def test_an_exit_without_atexit_handlers_writes_the_final_records(tmp_path, mode
 def test_sigaltstack_reads_back_as_the_program_set_it(tmp_path):
     # The runtime gives every thread without an alternate signal stack one of
     # its own (for the crash handler): the program still reads none, its own
-    # replaces it and reads back, and disabling it reads back as disabled.
+    # replaces it and reads back, and disabling it reads back as disabled. A
+    # forked child (dormant) starts without the parent thread's.
     exe = build_program("hostile_crash", tmp_path)
     plain, profiled = run_both([exe, "altstack"], profile=tmp_path / "p.coz")
     assert plain.returncode == 0
     assert plain.stdout.decode().splitlines() == [
-        "main: none", "thread: none", "old when set: none", "own: 65536 bytes, flags 0",
+        "main: none", "thread: none", "child: none", "old when set: none", "own: 65536 bytes, flags 0",
         "old when disabled: own", "after: none"]
     assert_same_behaviour(plain, profiled)
 

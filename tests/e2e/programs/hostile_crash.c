@@ -24,8 +24,9 @@
  *   overflow      - the same, then recurses until its stack overflows: a fault
  *                   with no room left on the stack for a handler's frame
  *   thread_overflow - the same in a thread of its own (a 256 KiB stack)
- *   altstack      - prints what sigaltstack reads in the main thread and in a
- *                   new thread ("none" when disabled), sets one of its own,
+ *   altstack      - prints what sigaltstack reads in the main thread, in a
+ *                   new thread and in a forked child ("none" when disabled),
+ *                   sets one of its own,
  *                   reads it back, disables it, reads again; exits 0
  * Two threads spin so that experiments have samples. */
 #include <pthread.h>
@@ -36,6 +37,7 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -195,6 +197,14 @@ int main(int argc, char** argv) {
     pthread_t a;
     pthread_create(&a, NULL, altstack_thread, NULL);
     pthread_join(a, NULL);
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+      say_altstack("child");
+      fflush(stdout);
+      _exit(0);
+    }
+    waitpid(child, NULL, 0);
     static char own[65536];
     stack_t ss = {.ss_sp = own, .ss_flags = 0, .ss_size = sizeof own}, old;
     if (sigaltstack(&ss, &old) != 0) return 10;
