@@ -6,7 +6,10 @@
  * even-numbered ones task_b for MS/2, in user-mode work (the clock is read
  * every 20,000 steps). Then, with LONG_MS > 0, one more thread runs
  * task_long for that long. Prints the threads' CPU time as one JSON line:
- * in all (cpu_ms, the tasks'), and by function (a_ms, b_ms, long_ms).
+ * in all (cpu_ms, the tasks'), by function (a_ms, b_ms, long_ms), and each
+ * short thread's CPU time from the entry to its task function on (a_tasks,
+ * b_tasks: without what ran in the thread before it, a profiler's start of
+ * the thread among it).
  * Usage: short_tasks [N] [MS] [K=2|0] [LONG_MS] */
 #include <pthread.h>
 #include <semaphore.h>
@@ -34,10 +37,12 @@ static double work(uint64_t x, double ms) {
   return ran;
 }
 
-/* Each returns its whole CPU time (the clock from its start). */
-static void *finish(void) {
-  double *out = malloc(sizeof *out);
-  *out = cpu_ms();
+/* Each returns its whole CPU time (the clock from its start) and the part
+ * since its task function was entered (at `entry`). */
+static void *finish(double entry) {
+  double *out = malloc(2 * sizeof *out);
+  out[0] = cpu_ms();
+  out[1] = out[0] - entry;
   return out;
 }
 
@@ -46,32 +51,43 @@ static void wait_turn(void *arg) {
 }
 
 static void *task_a(void *arg) {
+  double entry = cpu_ms();
   wait_turn(arg);
   work((uintptr_t)arg, task_ms);
-  return finish();
+  return finish(entry);
 }
 
 static void *task_b(void *arg) {
+  double entry = cpu_ms();
   wait_turn(arg);
   work((uintptr_t)arg, task_ms / 2);
-  return finish();
+  return finish(entry);
 }
 
 static void *task_long(void *arg) {
+  double entry = cpu_ms();
   work((uintptr_t)arg, long_ms);
-  return finish();
+  return finish(entry);
 }
 
 static int start(int id, pthread_t *t) {
   return pthread_create(t, NULL, id % 2 ? task_a : task_b, (void *)(uintptr_t)id);
 }
 
-static double join(pthread_t t) {
+/* The thread's whole CPU time; its task's part into *task. */
+static double join(pthread_t t, double *task) {
   void *r;
   pthread_join(t, &r);
-  double ms = *(double *)r;
+  double ms = ((double *)r)[0];
+  if (task) *task = ((double *)r)[1];
   free(r);
   return ms;
+}
+
+static void print_list(const char *name, const double *v, int n, int first) {
+  printf(",\"%s\":[", name);
+  for (int i = first, sep = 0; i < n; i += 2, sep = 1) printf("%s%.4f", sep ? "," : "", v[i]);
+  printf("]");
 }
 
 int main(int argc, char **argv) {
@@ -82,6 +98,7 @@ int main(int argc, char **argv) {
   if (n < 1 || (k != 0 && k != 2)) return 2;
   double a = 0, b = 0, l = 0;
   pthread_t *t = malloc(sizeof *t * (size_t)n);
+  double *task = malloc(sizeof *task * (size_t)n);  /* by thread: task_a at even indexes */
   if (k == 0) {  /* all of them first, each waiting for its turn */
     go = malloc(sizeof *go * (size_t)n);
     for (int i = 0; i < n; i++) sem_init(&go[i], 0, 0);
@@ -93,15 +110,19 @@ int main(int argc, char **argv) {
     for (int j = 0; j < m; j++)
       if (go) sem_post(&go[i + j]);
       else if (start(i + j + 1, &t[i + j]) != 0) return 1;
-    for (int j = 0; j < m; j++) *((i + j + 1) % 2 ? &a : &b) += join(t[i + j]);
+    for (int j = 0; j < m; j++) *((i + j + 1) % 2 ? &a : &b) += join(t[i + j], &task[i + j]);
   }
   free(t);
   if (long_ms > 0) {
     pthread_t lt;
     if (pthread_create(&lt, NULL, task_long, NULL) != 0) return 1;
-    l = join(lt);
+    l = join(lt, NULL);
   }
-  printf("{\"threads\":%d,\"task_ms\":%g,\"cpu_ms\":%.1f,\"a_ms\":%.1f,\"b_ms\":%.1f,\"long_ms\":%.1f}\n", n, task_ms,
+  printf("{\"threads\":%d,\"task_ms\":%g,\"cpu_ms\":%.1f,\"a_ms\":%.1f,\"b_ms\":%.1f,\"long_ms\":%.1f", n, task_ms,
          a + b, a, b, l);
+  print_list("a_tasks", task, n, 0);
+  print_list("b_tasks", task, n, 1);
+  printf("}\n");
+  free(task);
   return 0;
 }
