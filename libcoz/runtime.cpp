@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -184,26 +183,20 @@ void note_own_name(ThreadState* t) {
 // that state: a program that starts a thread per task maps none after its
 // first ones (mapping and unmapping cost a thread about 6 us).
 constexpr size_t kAltStackBytes = 64 * 1024;
-constexpr size_t kAltGuardBytes = 4096;
+constexpr size_t kAltGuardBytes = 4096;  // map_guarded_stack's page
 
-char* alt_stack_top_of(const ThreadState* t) { return t->alt_stack ? t->alt_stack + kAltGuardBytes : nullptr; }
+// The runtime's stack as sigaltstack names it (ss_sp: its lowest usable
+// address), or null.
+char* alt_stack_sp(const ThreadState* t) { return t->alt_stack ? t->alt_stack + kAltGuardBytes : nullptr; }
 
 void give_alt_stack(ThreadState* t) {
   stack_t cur;
   if (sys(SYS_sigaltstack, nullptr, &cur) != 0 || !(cur.ss_flags & SS_DISABLE)) return;
-  if (!t->alt_stack) {
-    long p = sys(SYS_mmap, nullptr, kAltGuardBytes + kAltStackBytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
-    if (p == -1) return;
-    if (sys(SYS_mprotect, p, kAltGuardBytes, PROT_NONE) != 0) {
-      sys(SYS_munmap, p, kAltGuardBytes + kAltStackBytes);
-      return;
-    }
-    t->alt_stack = reinterpret_cast<char*>(p);
-  }
+  if (!t->alt_stack) t->alt_stack = map_guarded_stack(kAltGuardBytes + kAltStackBytes);
+  if (!t->alt_stack) return;
   stack_t ss;
   memset(&ss, 0, sizeof ss);
-  ss.ss_sp = alt_stack_top_of(t);
+  ss.ss_sp = alt_stack_sp(t);
   ss.ss_size = kAltStackBytes;
   sys(SYS_sigaltstack, &ss, nullptr);
 }
@@ -217,7 +210,7 @@ void take_alt_stack(ThreadState* t) {
     t->alt_stack = nullptr;  // (not known to be off: left mapped, not reused)
     return;
   }
-  if (cur.ss_sp == alt_stack_top_of(t) && !(cur.ss_flags & SS_DISABLE)) {
+  if (cur.ss_sp == alt_stack_sp(t) && !(cur.ss_flags & SS_DISABLE)) {
     stack_t off;
     memset(&off, 0, sizeof off);
     off.ss_flags = SS_DISABLE;
@@ -1166,7 +1159,7 @@ int virtual_sigaction(int sig, const struct sigaction* act, struct sigaction* ol
 
 int virtual_sigaltstack(const stack_t* ss, stack_t* old) {
   ThreadState* t = tls_state;
-  char* ours = t ? alt_stack_top_of(t) : nullptr;
+  char* ours = t ? alt_stack_sp(t) : nullptr;
   stack_t cur;
   if (!ours || sys(SYS_sigaltstack, nullptr, &cur) != 0 || cur.ss_sp != ours || (cur.ss_flags & SS_DISABLE))
     return static_cast<int>(sys(SYS_sigaltstack, ss, old));

@@ -930,23 +930,27 @@ constexpr size_t kSignalStackBytes = 64 * 1024;  // an unmapped page at its low 
 constexpr size_t kSignalGuardBytes = 4096;
 }  // namespace
 
+char* map_guarded_stack(size_t bytes) {
+  long p = sys(SYS_mmap, nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE,
+               -1, 0);
+  if (p == -1) return nullptr;
+  if (sys(SYS_mprotect, p, kSignalGuardBytes, PROT_NONE) != 0) {
+    sys(SYS_munmap, p, bytes);
+    return nullptr;
+  }
+  return reinterpret_cast<char*>(p);
+}
+
 void run_on_signal_stack(ThreadState* t, void (*fn)(void*), void* arg) {
   if (!t->signal_stack) {
     // (A failure is kept: two system calls at every sample would not find
     // memory the first ones did not.)
     if (t->signal_stack_refused) return fn(arg);
-    long p = sys(SYS_mmap, nullptr, kSignalStackBytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
-    if (p == -1) {
+    t->signal_stack = map_guarded_stack(kSignalStackBytes);
+    if (!t->signal_stack) {
       t->signal_stack_refused = true;
       return fn(arg);
     }
-    if (sys(SYS_mprotect, p, kSignalGuardBytes, PROT_NONE) != 0) {
-      sys(SYS_munmap, p, kSignalStackBytes);
-      t->signal_stack_refused = true;
-      return fn(arg);
-    }
-    t->signal_stack = reinterpret_cast<char*>(p);
   }
   call_on_stack(fn, arg, t->signal_stack + kSignalStackBytes);
 }

@@ -108,6 +108,10 @@ inline void stamp_wake(ThreadState* t, const void* object) {
 // frame takes up to 3.4 KiB with AVX-512), while unwinding a sample with
 // libunwind takes about 6 KiB: the work moves to this stack.
 void run_on_signal_stack(ThreadState* t, void (*fn)(void*), void* arg);
+// [sig] A stack of `bytes` (a multiple of the page size) whose lowest page
+// is unmapped (PROT_NONE), for a signal's work; its lowest address, or null
+// when the kernel refused. Unmapped with munmap(p, bytes).
+char* map_guarded_stack(size_t bytes);
 
 // The timer sampler's signal: the interrupted context is the sample, worth
 // 1 + `overrun` periods (si_overrun). Safe in signal context.

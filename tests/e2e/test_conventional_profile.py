@@ -347,7 +347,7 @@ def test_short_threads_are_sampled_in_proportion_when_profiling_causally(tmp_pat
     # CPU time from the entry to its task function on, by its own clock:
     # the thread's whole clock also holds the runtime's start of the thread
     # (opening its event), whose samples are the runtime's frames, not the
-    # task's. On a slow day that start took 0.1 ms of a 0.3 ms thread.
+    # task's. On a slow day that start took about 0.07 ms of a 0.3 ms thread.
     own, run, cum_ms = _short_tasks(tmp_path, ["--end-to-end"], ["600", "0.4", "2", "300"])
     period = 1.0
     for fn in ("task_a", "task_b"):

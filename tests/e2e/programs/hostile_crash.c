@@ -26,8 +26,8 @@
  *   thread_overflow - the same in a thread of its own (a 256 KiB stack)
  *   altstack      - prints what sigaltstack reads in the main thread, in a
  *                   new thread and in a forked child ("none" when disabled),
- *                   sets one of its own,
- *                   reads it back, disables it, reads again; exits 0
+ *                   sets one of its own, reads it back, disables it, reads
+ *                   again; exits 0
  * Two threads spin so that experiments have samples. */
 #include <pthread.h>
 #include <signal.h>
