@@ -327,14 +327,14 @@ void Profiler::take_own_ring(ThreadState* t, std::vector<char>* bytes, std::vect
   if (bytes->size() > at) taken->push_back({t->tid, at, bytes->size() - at, t->period_ns, false});
 }
 
-void Profiler::take_cpu_rings(std::vector<char>* bytes, std::vector<Taken>* taken) {
+void Profiler::take_cpu_rings(std::vector<char>* bytes, std::vector<Taken>* taken, const std::vector<pid_t>* ended) {
   if (!config_.sampling_only || (!hooks_.take_cpu_records && !sampler_cpu_rings())) return;
   static thread_local std::vector<ThreadRecords> chunks;
   chunks.clear();
   if (hooks_.take_cpu_records)
     hooks_.take_cpu_records(bytes, &chunks, &total_lost_);
   else
-    take_cpu_records(bytes, &chunks, &total_lost_);
+    cpu_cut_ns_ = take_cpu_records(bytes, &chunks, &total_lost_, ended, last_look_);
   for (const ThreadRecords& c : chunks)
     if (!alone_.count(c.tid)) taken->push_back({c.tid, c.offset, c.size, 0, true});
 }
@@ -433,8 +433,9 @@ void Profiler::drain() {
     if (ended) t->state.store(kThreadRetired);
   });
   // After the threads' look: an ended thread's last records are in the
-  // CPU rings by now. Then its tid may come back for another thread.
-  take_cpu_rings(&taken_bytes_, &taken_);
+  // CPU rings by now, all taken. Then its tid may come back for another
+  // thread.
+  take_cpu_rings(&taken_bytes_, &taken_, &ended_);
   if (sampler_cpu_rings())
     for (pid_t tid : ended_) {
       cpu_ring_thread_ended(tid);
@@ -442,6 +443,17 @@ void Profiler::drain() {
     }
   const uint64_t period = config_.sample_period_ns;
   for (const Taken& tk : taken_) {
+    // The CPU rings hold a thread's records from its start, and a thread
+    // started after this look at the threads is not known yet: its records
+    // (the switch out of its first wait, say) wait for the next look, once.
+    if (tk.cpu_layout && !tk.waited && !last_look_ && !threads_.count(tk.tid)) {
+      const size_t at = held_bytes_.size();
+      held_bytes_.insert(held_bytes_.end(), taken_bytes_.begin() + tk.offset, taken_bytes_.begin() + tk.offset + tk.size);
+      held_taken_.push_back(tk);
+      held_taken_.back().offset = at;
+      held_taken_.back().waited = true;
+      continue;
+    }
     ThreadInfo& info = known_thread(tk.tid);
     uint64_t lost = 0, skipped = 0;
     // The intervals of this look and the previous one are kept, for the
@@ -459,8 +471,15 @@ void Profiler::drain() {
     info.voluntary_ns = info.switches.voluntary_ns;
     info.uncharged_ns = info.switches.uncharged_ns;
   }
+  const uint64_t parsed_to = cpu_cut_ns_;  // (keep_up below takes more, for the next look)
   for (Pending& p : pending_) {
     Sample& smp = p.smp;
+    // A blocked call whose switch records may be partly left for the next
+    // take (CpuRecordCut): its time off the CPU is read at the next look.
+    if (sample_kind(smp.flags) && smp.call_off_ns == Sample::kCallOffUnknown && smp.call_end_ns >= parsed_to) {
+      held_.push_back(p);
+      continue;
+    }
     // A chain is kept only as far as its return addresses are code (one
     // check here, for every sampler): the kernel's, built from frame
     // pointers (a sample neither the handler nor the stack copy could
@@ -915,6 +934,7 @@ void Profiler::write_periodic() {
 }
 
 void Profiler::write_final() {
+  last_look_ = true;  // nothing left for a next take
   drain();
   bank_stall();  // one since the last experiment
   write_periodic();

@@ -279,12 +279,18 @@ class Profiler {
     size_t offset, size;
     uint64_t period_ns;  // the period they were taken at
     bool cpu_layout;     // from the CPU rings: each sample says its period
+    bool waited = false;  // left for a look by a thread not yet known (drain)
   };
   // Appends a thread's records from its own ring (sampling-only), noting
   // it in alone_ when it is sampled alone.
   void take_own_ring(ThreadState* t, std::vector<char>* bytes, std::vector<Taken>* taken);
-  // Appends the CPU rings' records (sampler_open_cpu_rings), split by thread.
-  void take_cpu_rings(std::vector<char>* bytes, std::vector<Taken>* taken);
+  // Appends the CPU rings' records (sampler_open_cpu_rings), split by
+  // thread: all of the threads in `ended`, all at the last look, else those
+  // before cpu_cut_ns_ (CpuRecordCut; the later ones at the next take).
+  void take_cpu_rings(std::vector<char>* bytes, std::vector<Taken>* taken,
+                      const std::vector<pid_t>* ended = nullptr);
+  uint64_t cpu_cut_ns_ = UINT64_MAX;
+  bool last_look_ = false;  // write_final's drain
   std::vector<Taken> taken_;
   // Threads sampled alone while the CPU rings sample too: the rings'
   // records of them are dropped (their own ring has them).

@@ -55,6 +55,12 @@ CpuMigrations& cpu_migrations() {
   static CpuMigrations* m = new CpuMigrations();
   return *m;
 }
+// Records the last take left for the next one, per ring (CpuRecordCut).
+std::vector<std::vector<char>>& cpu_held() {
+  static auto* h = new std::vector<std::vector<char>>();
+  return *h;
+}
+constexpr uint64_t kCpuCutMarginNs = 1000000;
 uint64_t g_cpu_rng = 0;
 std::atomic<pid_t> g_ignored_tid{0};
 std::atomic<bool> g_alone{false};  // sampler_sample_new_threads_alone
@@ -69,6 +75,7 @@ void close_cpu_rings() {
   g_alt_active = false;
   delete g_cpu_rings;
   g_cpu_rings = nullptr;
+  cpu_held().clear();
 }
 
 constexpr size_t kDataPages = 8;  // ring buffer pages (power of two)
@@ -836,7 +843,7 @@ void sampler_ignore_thread(pid_t tid) { g_ignored_tid.store(tid); }
 
 void split_cpu_records(const std::vector<char>& raw_buf, const std::vector<RingSpan>& spans, pid_t ignored,
                        std::vector<char>* out, std::vector<ThreadRecords>* chunks, uint64_t* lost,
-                       CpuMigrations* migrations) {
+                       CpuMigrations* migrations, const CpuRecordCut& cut) {
   struct Rec {
     pid_t tid;
     uint32_t ring;
@@ -868,7 +875,13 @@ void split_cpu_records(const std::vector<char>& raw_buf, const std::vector<RingS
       } else if (hdr.type == PERF_RECORD_LOST && blen >= 16) {
         *lost += cr.word(body + 8);  // id, lost
       }
-      if (keep && static_cast<pid_t>(tid) != ignored) recs.push_back({static_cast<pid_t>(tid), ring, time, at, hdr.size});
+      if (keep && static_cast<pid_t>(tid) != ignored) {
+        if (cut.held && time >= cut.time &&
+            !(cut.whole && std::find(cut.whole->begin(), cut.whole->end(), static_cast<pid_t>(tid)) != cut.whole->end()))
+          (*cut.held)[ring].insert((*cut.held)[ring].end(), raw + at, raw + at + hdr.size);
+        else
+          recs.push_back({static_cast<pid_t>(tid), ring, time, at, hdr.size});
+      }
       at += hdr.size;
     }
   }
@@ -895,18 +908,32 @@ void split_cpu_records(const std::vector<char>& raw_buf, const std::vector<RingS
   }
 }
 
-void take_cpu_records(std::vector<char>* out, std::vector<ThreadRecords>* chunks, uint64_t* lost) {
-  if (!g_cpu_rings) return;
+uint64_t take_cpu_records(std::vector<char>* out, std::vector<ThreadRecords>* chunks, uint64_t* lost,
+                          const std::vector<pid_t>* ended, bool last) {
+  if (!g_cpu_rings) return UINT64_MAX;
   static thread_local std::vector<char> raw;
   static thread_local std::vector<RingSpan> spans;
   raw.clear();
   spans.clear();
-  for (CpuRing& c : *g_cpu_rings) {
+  // A record is in its ring microseconds after its time stamp (the kernel
+  // writes it without being preempted); a virtual CPU the host stops
+  // meanwhile takes longer: a millisecond's margin.
+  const uint64_t now = now_mono();
+  CpuRecordCut cut;
+  cut.time = last ? UINT64_MAX : now > kCpuCutMarginNs ? now - kCpuCutMarginNs : 0;
+  cut.whole = ended;
+  std::vector<std::vector<char>>& held = cpu_held();
+  cut.held = &held;
+  held.resize(g_cpu_rings->size());
+  for (size_t i = 0; i < g_cpu_rings->size(); i++) {
     size_t base = raw.size();
-    take_ring(c.page, &raw);
+    raw.insert(raw.end(), held[i].begin(), held[i].end());  // older than the ring's
+    held[i].clear();
+    take_ring((*g_cpu_rings)[i].page, &raw);
     spans.push_back({base, raw.size()});
   }
-  split_cpu_records(raw, spans, g_ignored_tid.load(), out, chunks, lost, &cpu_migrations());
+  split_cpu_records(raw, spans, g_ignored_tid.load(), out, chunks, lost, &cpu_migrations(), cut);
+  return cut.time;
 }
 
 uint64_t cpu_ring_migrations() { return cpu_migrations().count; }

@@ -177,20 +177,39 @@ struct CpuMigrations {
   std::unordered_map<pid_t, uint32_t> last_ring;  // per thread: the ring of its latest record
   uint64_t count = 0;
 };
+// Where one take of the CPU rings stops. The rings are read one after the
+// other: a thread that switches out on a CPU whose ring was read already
+// and in on one read after it has its switch in in this take and its switch
+// out in the next: the switch in pairs with nothing, the switch out with
+// the thread's next switch in, and the time between reads as off the CPU
+// when the thread ran. So records from `time` on (stamped
+// before the first ring was read, less a margin) wait in held[ring] for the
+// next take, which puts them before that ring's new ones; all of them at
+// the last take, and all of the threads in `whole` (ended: nothing of
+// theirs comes after).
+struct CpuRecordCut {
+  uint64_t time = UINT64_MAX;
+  const std::vector<pid_t>* whole = nullptr;
+  std::vector<std::vector<char>>* held = nullptr;  // one per ring
+};
 // Splits them by thread, each thread's in time order, appended to *out (the
 // `ignored` thread's left out); counts the records the kernel lost, and the
 // migrations into *migrations (spans[i] is ring i, the same CPU at every
 // call). (take_cpu_records' work, apart for tests.)
 void split_cpu_records(const std::vector<char>& raw, const std::vector<RingSpan>& spans, pid_t ignored,
                        std::vector<char>* out, std::vector<ThreadRecords>* chunks, uint64_t* lost,
-                       CpuMigrations* migrations = nullptr);
+                       CpuMigrations* migrations = nullptr, const CpuRecordCut& cut = CpuRecordCut());
 // The migrations the CPU rings have shown so far (the profiler thread's).
 uint64_t cpu_ring_migrations();
 // A thread has ended: its tid may come back for another thread.
 void cpu_ring_thread_ended(pid_t tid);
 // The CPU rings' pending records, split by thread (the ignored one left
-// out), appended to *out; counts the records the kernel lost.
-void take_cpu_records(std::vector<char>* out, std::vector<ThreadRecords>* chunks, uint64_t* lost);
+// out), appended to *out; counts the records the kernel lost. Those of the
+// last moments wait for the next take (CpuRecordCut), unless `last`, or of
+// a thread in `ended`. Returns the time from which records wait
+// (UINT64_MAX: none wait).
+uint64_t take_cpu_records(std::vector<char>* out, std::vector<ThreadRecords>* chunks, uint64_t* lost,
+                      const std::vector<pid_t>* ended = nullptr, bool last = false);
 // After fork, in the child: release the parent's CPU rings.
 void sampler_forget_cpu_rings();
 // A new random period for the thread, from the profiler thread (the

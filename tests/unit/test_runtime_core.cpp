@@ -1396,6 +1396,76 @@ TEST(CpuRings, RecordsAreSplitByThreadInTimeOrderAcrossCpus) {
   EXPECT_EQ(seen[0].first, 1234u);
 }
 
+TEST(CpuRings, RecordsAfterTheCutWaitForTheNextTake) {
+  // The rings are read one after the other. Thread 10 blocks on CPU 0 at
+  // 160, after CPU 0's ring was read, and is woken on CPU 1 at 200, before
+  // CPU 1's was: this take sees its switch in, the next its switch out.
+  // Records from the cut (150, stamped before the first ring was read) on
+  // wait, and the two pair up at the next take: 40 ns off the CPU of its
+  // own accord. Thread 20 has ended: all of its records are taken now.
+  const uint16_t kOut = 1u << 13;  // PERF_RECORD_MISC_SWITCH_OUT (blocked: no _PREEMPT)
+  std::vector<char> raw;
+  cpu_sample(&raw, 10, 100, 700, 0x1000);
+  size_t cpu1 = raw.size();
+  cpu_switch(&raw, 10, 200, 0);
+  cpu_sample(&raw, 20, 180, 700, 0x2000);
+  std::vector<RingSpan> spans = {{0, cpu1}, {cpu1, raw.size()}};
+  std::vector<std::vector<char>> held(2);
+  const std::vector<pid_t> ended = {20};
+  CpuRecordCut cut;
+  cut.time = 150;
+  cut.whole = &ended;
+  cut.held = &held;
+  std::vector<char> out;
+  std::vector<ThreadRecords> chunks;
+  uint64_t lost = 0;
+  CpuMigrations moved;
+  split_cpu_records(raw, spans, 99, &out, &chunks, &lost, &moved, cut);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0].tid, 10);
+  EXPECT_EQ(chunks[0].size, sizeof(perf_event_header) + 6 * 8);  // its sample at 100 only
+  EXPECT_EQ(chunks[1].tid, 20);
+  EXPECT_TRUE(held[0].empty());
+  EXPECT_EQ(held[1].size(), sizeof(perf_event_header) + 16);  // the switch in
+
+  // The next take: each ring's held records before its new ones (as
+  // take_cpu_records lays them out), at the last look (nothing held).
+  std::vector<char> raw2;
+  cpu_switch(&raw2, 10, 160, kOut);
+  size_t cpu1b = raw2.size();
+  raw2.insert(raw2.end(), held[1].begin(), held[1].end());
+  cpu_sample(&raw2, 10, 300, 800, 0x3000);
+  std::vector<RingSpan> spans2 = {{0, cpu1b}, {cpu1b, raw2.size()}};
+  held[1].clear();
+  cut.time = UINT64_MAX;
+  cut.whole = nullptr;
+  std::vector<char> out2;
+  std::vector<ThreadRecords> chunks2;
+  split_cpu_records(raw2, spans2, 99, &out2, &chunks2, &lost, &moved, cut);
+  ASSERT_EQ(chunks2.size(), 1u);
+  EXPECT_TRUE(held[0].empty() && held[1].empty());
+
+  // Parsed in order, as the profiler does (take 1's chunk, then take 2's).
+  SwitchState sw;
+  SwitchState::OffLog log;
+  sw.log = &log;
+  uint64_t plost = 0, skipped = 0;
+  std::vector<uintptr_t> ips;
+  log.start_look(1);
+  parse_records(out.data() + chunks[0].offset, chunks[0].size, &sw, 1000000, &plost, &skipped,
+                [&](Sample& smp) { ips.push_back(smp.pcs[0]); }, true);
+  log.start_look(2);
+  parse_records(out2.data() + chunks2[0].offset, chunks2[0].size, &sw, 1000000, &plost, &skipped,
+                [&](Sample& smp) { ips.push_back(smp.pcs[0]); }, true);
+  EXPECT_EQ(ips, (std::vector<uintptr_t>{0x1000, 0x3000}));
+  // A blocked call from 120 to 250: 40 ns of it off the CPU.
+  uint64_t off = 0, preempted = 0;
+  ASSERT_TRUE(sw.call_within(250, 130, &off, &preempted));
+  EXPECT_EQ(off, 40u);
+  EXPECT_EQ(preempted, 0u);
+  EXPECT_EQ(moved.count, 1u);  // from CPU 0 to CPU 1, once
+}
+
 // ---- what a descriptor links to ----
 
 TEST(Waits, PipesCreatedHereLinkSiblingsInheritedOnesDoNot) {
