@@ -45,7 +45,7 @@ def analyze(profile, phase_correction=True, progress_point=None, min_points=DEFA
         raise CozError(f"--min-points must be at least 2, not {min_points}",
                        hint="a slope needs the 0% point and at least one other speedup")
 
-    usable, partial = _usable_experiments(profile)
+    usable, partial, prev = _usable_experiments(profile)
     points = _progress_points(usable)
     if progress_point is not None and progress_point not in points:
         known = ", ".join(sorted(points)) or "none"
@@ -54,7 +54,7 @@ def analyze(profile, phase_correction=True, progress_point=None, min_points=DEFA
 
     samples = profile.samples
     runtime_ns = profile.runtime_ns
-    groups, unit_exps = _group(usable, progress_point)
+    groups, unit_exps = _group(usable, progress_point, prev)
     index = units_mod.UnitIndex(profile)
 
     factors = {}
@@ -147,11 +147,17 @@ def analyze(profile, phase_correction=True, progress_point=None, min_points=DEFA
 # -- selection and grouping ------------------------------------------------
 
 def _usable_experiments(profile):
+    """The experiments a curve can use, and how many were left out why; each
+    usable one's `seq` maps, in the third value, to the speedup of the
+    experiment that ran before it in its run (the carry-over)."""
     usable = []
     partial = {"total": 0, "excluded": 0, "negative": 0, "stalled": 0}
+    prev = {}
     for run in profile.runs:
         e2e = run.end_to_end
-        for e in run.experiments:
+        for i, e in enumerate(run.experiments):
+            if i:
+                prev[e.seq] = run.experiments[i - 1].speedup
             if e.duration_ns <= 0:
                 partial["negative"] += 1
                 continue
@@ -164,7 +170,7 @@ def _usable_experiments(profile):
                     partial["excluded"] += 1
                     continue
             usable.append(e)
-    return usable, partial
+    return usable, partial, prev
 
 
 def _progress_points(experiments):
@@ -183,16 +189,17 @@ class _CurveData:
     """The experiments of one (line, progress point), as columns: reading order
     (`Experiment.seq`), speedup, x and c (see `_curve`)."""
 
-    __slots__ = ("seq", "s", "x", "c", "missing", "fixed")
+    __slots__ = ("seq", "s", "x", "c", "prev", "missing", "fixed")
 
     def __init__(self):
-        self.seq, self.s, self.x, self.c = [], [], [], []
+        self.seq, self.s, self.x, self.c, self.prev = [], [], [], [], []
         self.missing = False   # a latency entry without an in-flight count
         self.fixed = True      # every experiment from a --fixed-speedup run
 
-    def add(self, e, p):
+    def add(self, e, p, prev=None):
         self.seq.append(e.seq)
         self.s.append(e.speedup)
+        self.prev.append(float("nan") if prev is None else prev)
         if p.kind == profile_mod.THROUGHPUT:
             self.x.append(e.duration_ns)
             self.c.append(p.delta)
@@ -206,20 +213,22 @@ class _CurveData:
             self.fixed = False
 
     def arrays(self):
-        """(s, x, c) as arrays in the order the experiments ran."""
+        """(s, x, c, s_prev) as arrays in the order the experiments ran."""
         s = np.array(self.s, dtype=float)
         x = np.array(self.x, dtype=float)
         c = np.array(self.c, dtype=float)
+        prev = np.array(self.prev, dtype=float)
         seq = np.array(self.seq)
         if len(seq) > 1 and not (np.diff(seq) > 0).all():
             order = np.argsort(seq, kind="stable")
-            s, x, c = s[order], x[order], c[order]
-        return s, x, c
+            s, x, c, prev = s[order], x[order], c[order], prev[order]
+        return s, x, c, prev
 
 
-def _group(experiments, only_point):
+def _group(experiments, only_point, prev=None):
     """(unit, selected, point) -> _CurveData, and (unit, selected) -> [Experiment].
-    An experiment is measured by its first entry for a point."""
+    An experiment is measured by its first entry for a point; `prev`: seq ->
+    the speedup of the experiment before it (_usable_experiments)."""
     groups = {}
     unit_exps = {}
     for e in experiments:
@@ -239,7 +248,7 @@ def _group(experiments, only_point):
             data = groups.get(key)
             if data is None:
                 data = groups[key] = _CurveData()
-            data.add(e, p)
+            data.add(e, p, prev.get(e.seq) if prev else None)
     return groups, unit_exps
 
 
@@ -413,7 +422,7 @@ def _curve(line, point, kind, data, factor, needed):
     """One curve. For throughput, x is an experiment's effective duration and c the
     visits of the point; for latency, x is 2 * in-flight * duration and c arrivals
     plus departures: either way the period of a group is sum(x) / sum(c)."""
-    s, x, c = data.arrays()
+    s, x, c, s_prev = data.arrays()
     speedups = sorted(set(data.s))
     if 0.0 not in speedups:
         return _omit(line, point, "no-baseline",
@@ -435,7 +444,7 @@ def _curve(line, point, kind, data, factor, needed):
         return _omit(line, point, "too-few-speedups", detail)
     keep = np.isin(s, with_progress)
     est = estimator.estimate(s[keep], x[keep], c[keep], factor=factor,
-                             drift_min_baselines=DRIFT_MIN_BASELINES)
+                             drift_min_baselines=DRIFT_MIN_BASELINES, s_prev=s_prev[keep])
 
     pts = [{"speedup": float(v), "program_speedup": float(y), "ci": [float(lo), float(hi)],
             "experiments": int(n)}
@@ -459,6 +468,7 @@ def _curve(line, point, kind, data, factor, needed):
         "contention": est["slope_ci"][1] < 0,
         "phase_factor": float(factor),
         "drift_corrected": est["drift"],
+        "carry_over": est["carry_over"],
     }
 
 

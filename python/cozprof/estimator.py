@@ -26,14 +26,60 @@ DRIFT_TEST_Z = 1.645      # von Neumann ratio test of the baselines, one-sided 5
 DRIFT_SPLIT_Z = 3.0       # CUSUM statistic that splits the baselines at a change of speed
 PRIOR_NOISE = 0.01        # relative noise of one experiment assumed before any is seen ...
 PRIOR_DF = 1              # ... worth this many degrees of freedom
+CARRY_MIN = 100           # experiments after one of another speedup that the carry-over needs
+CARRY_P = 0.0027          # ... and the chance of a carry-over that large without one (3 sigma)
 
 
-def estimate(s, x, c, factor=1.0, drift_min_baselines=None):
+def carry_over(s, x, c, s_prev):
+    """How much an experiment's rate of progress still follows the speedup of
+    the experiment before it (any unit's; NaN where none ran before it in
+    the run): beta in rate = R(s) * (1 + beta * (s_prev - s)), by least
+    squares weighted by x, one level R(s) per speedup (linear in the levels
+    and R(s) * beta; R(s) in the last column is the previous pass's, from
+    R(0) at first). 0.0 unless it stands out of the noise (two-sided
+    Student's t at CARRY_P) on CARRY_MIN or more experiments that followed
+    one of another speedup, both after slower and after faster ones
+    (docs/analysis.md, "The carry-over between experiments")."""
+    d = np.asarray(s_prev, dtype=float) - s
+    k = np.isfinite(d)
+    if (d[k] != 0).sum() < CARRY_MIN or not ((d[k] > 0).any() and (d[k] < 0).any()):
+        return 0.0
+    uniq, inv = np.unique(s[k], return_inverse=True)
+    if uniq[0] != 0.0 or (x[k] <= 0).any():
+        return 0.0
+    n, p = int(k.sum()), len(uniq) + 1
+    if n <= p + 1:
+        return 0.0
+    w = np.sqrt(x[k])
+    b = c[k] / x[k] * w
+    levels = np.ones(len(uniq))
+    for _ in range(3):
+        A = np.zeros((n, p))
+        A[np.arange(n), inv] = 1.0
+        A[:, -1] = d[k] * levels[inv]
+        A *= w[:, None]
+        coef, *_ = np.linalg.lstsq(A, b, rcond=None)
+        if (coef[:-1] <= 0).any():
+            return 0.0
+        levels = coef[:-1]
+    r = b - A @ coef
+    cov = float(r @ r) / (n - p) * np.linalg.pinv(A.T @ A)
+    se = math.sqrt(max(float(cov[-1, -1]), 0.0))
+    if abs(float(coef[-1])) <= t_quantile(1.0 - CARRY_P / 2, n - p) * se:
+        return 0.0
+    return float(coef[-1])
+
+
+def estimate(s, x, c, factor=1.0, drift_min_baselines=None, s_prev=None):
     """The causal curve of one (line, progress point).
 
     `s`, `x`, `c`: arrays, one entry per experiment, in the order the
     experiments ran (the timeline drift is looked for along). `factor` is
-    the phase correction applied to program speedups. Returns None when the
+    the phase correction applied to program speedups. `s_prev`: the speedup
+    of the experiment before each in its run (NaN: none); where the rates
+    follow it (carry_over), each experiment's x is scaled to the rate it
+    would have had after one of its own speedup, the program staying at
+    one speedup as a real change would. Returns None when the
     0% experiments made no progress, else a dict:
 
       speedups   sorted line speedups with progress, 0 first
@@ -43,10 +89,17 @@ def estimate(s, x, c, factor=1.0, drift_min_baselines=None):
       slope, intercept, slope_ci, r2
       drift      whether the baselines showed drift and local baselines were used
       df         degrees of freedom of the noise estimate (prior included)
+      carry_over beta of carry_over, 0.0 where not established or not given
     """
     s = np.asarray(s, dtype=float)
     x = np.asarray(x, dtype=float)
     c = np.asarray(c, dtype=float)
+    beta = 0.0
+    if s_prev is not None:
+        beta = carry_over(s, x, c, s_prev)
+        if beta:
+            d = np.nan_to_num(np.asarray(s_prev, dtype=float) - s, nan=0.0)
+            x = x * np.clip(1.0 + beta * d, 0.5, 2.0)
     if drift_min_baselines is None:
         drift_min_baselines = DRIFT_MIN_BASELINES
     base = np.flatnonzero(s == 0.0)
@@ -155,6 +208,7 @@ def estimate(s, x, c, factor=1.0, drift_min_baselines=None):
         "r2": r2,
         "drift": bool(drift),
         "df": model.df_total,
+        "carry_over": beta,
     }
 
 

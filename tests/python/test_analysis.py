@@ -13,8 +13,8 @@ from cozprof.errors import CozError
 
 LINE_FIELDS = {"line", "file", "lineno", "progress_point", "kind", "experiments", "points",
                "slope", "slope_ci", "intercept", "r2", "impact", "max_speedup", "predicted",
-               "contention", "phase_factor", "drift_corrected", "unit", "function", "calls",
-               "contains", "called_from", "samples", "on_cpu_share", "off_cpu", "category"}
+               "contention", "phase_factor", "drift_corrected", "carry_over", "unit", "function",
+               "calls", "contains", "called_from", "samples", "on_cpu_share", "off_cpu", "category"}
 TOP_FIELDS = {"schema", "profiles", "phase_correction", "progress_points", "units", "lines",
               "omitted", "threads", "thread_groups", "summary", "warnings", "diagnosis"}
 
