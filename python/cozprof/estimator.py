@@ -35,11 +35,12 @@ def carry_over(s, x, c, s_prev):
     the experiment before it (any unit's; NaN where none ran before it in
     the run): beta in rate = R(s) * (1 + beta * (s_prev - s)), by least
     squares weighted by x, one level R(s) per speedup (linear in the levels
-    and R(s) * beta; R(s) in the last column is the previous pass's, from
-    R(0) at first). 0.0 unless it stands out of the noise (two-sided
-    Student's t at CARRY_P) on CARRY_MIN or more experiments that followed
-    one of another speedup, both after slower and after faster ones
-    (docs/analysis.md, "The carry-over between experiments")."""
+    and R(s) * beta; R(s) in the last column is the previous pass's levels,
+    the first pass's column s_prev - s alone). 0.0 unless it stands out of
+    the noise (two-sided Student's t at CARRY_P) on CARRY_MIN or more
+    experiments that followed one of another speedup, both after slower and
+    after faster ones (docs/analysis.md, "The carry-over between
+    experiments")."""
     d = np.asarray(s_prev, dtype=float) - s
     k = np.isfinite(d)
     if (d[k] != 0).sum() < CARRY_MIN or not ((d[k] > 0).any() and (d[k] < 0).any()):
