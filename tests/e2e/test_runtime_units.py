@@ -36,7 +36,8 @@ def totals(out):
 
 
 def experiments(out):
-    return [r for r in records(out) if r["type"] == "experiment" and not r["partial"]]
+    return [r for r in records(out) if r["type"] == "experiment" and not r["partial"]
+            and not r.get("stalled_ns")]
 
 
 def program_times(stdout):
