@@ -36,7 +36,7 @@ constexpr uint64_t kSliceNs = 10000000;    // 10 ms: how often samples are drain
 // analysis leaves it out (docs/analysis.md).
 constexpr uint64_t kStallNs = 100000000;  // 100 ms
 constexpr uint64_t kCoolOffNs = 10000000;  // 10 ms of paying debts between experiments
-constexpr uint32_t kDrainsPerPeriod = 20;   // sampling-only: a new random period every ~100 ms
+constexpr uint64_t kPeriodRedrawNs = 100000000;  // sampling-only: a new random period every ~100 ms
 constexpr uint64_t kPeriodsPerTurn = 10;    // sampling-only: mean turn of a CPU's event, in mean periods,
 constexpr uint64_t kShortestTurnNs = 10000000;  // and 10 ms at least (each turn reaches every thread)
 constexpr uint64_t kKeepUpNs = 2000000;     // during long symbolization, samples are taken this often
@@ -370,7 +370,7 @@ void Profiler::drain() {
       take_own_ring(t, &taken_bytes_, &taken_);
       if (ended) {
         sampler_forget(t);  // its last records are taken: release the ring
-      } else if (!t->alone && ++t->samples_at_period >= kDrainsPerPeriod) {
+      } else if (!t->alone && ++t->samples_at_period >= drains_per_redraw_) {
         // DCPI: a new random period. Not at every look: the event's timer
         // restarts, and the part of a period the thread had run is lost.
         t->samples_at_period = 0;
@@ -621,6 +621,12 @@ void Profiler::warn_short_threads() {
            static_cast<unsigned long long>(kShortThreadPeriods), config_.sample_period_ns / 1e6,
            s.short_clock_ns / 1e9, s.short_sampled_ns / 1e9, advice);
   warn("short-threads", msg);
+}
+
+uint64_t next_drain_wait(uint64_t waited_ns, uint64_t fill_permille) {
+  const uint64_t doubled = std::min(2 * waited_ns, kLongestDrainNs);
+  const uint64_t keeps = fill_permille ? waited_ns * kDrainFillPermille / fill_permille : doubled;
+  return std::max(std::min(keeps, doubled), kShortestDrainNs);
 }
 
 uint64_t short_thread_period(uint64_t mean_ns) {
@@ -1073,19 +1079,25 @@ void Profiler::run_sampling_only() {
   // keeps one period's phase against the program's loops.
   uint64_t alternate_at = config_.sampling_only && sampler_cpu_rings_alternate() ? next_alternation(now_mono())
                                                                                  : UINT64_MAX;
+  // The wait between looks adapts to how fast the rings fill (next_drain_wait),
+  // from 5 ms: the rings hold about 110 records of 2.3 KiB (sampler.cpp), and
+  // the profiler thread waits for a CPU like any other on a busy machine.
+  uint64_t drain_wait = kShortestDrainNs;
   while (!stopping()) {
-    // Every 5 ms: the rings hold about 110 records of 2.3 KiB (sampler.cpp), and the
-    // profiler thread waits for a CPU like any other on a busy machine.
-    uint64_t now = now_mono(), wait = kSliceNs / 2;
+    uint64_t now = now_mono(), since = now - drain_ns_;
+    uint64_t wait = since < drain_wait ? drain_wait - since : 0;
     if (alternate_at != UINT64_MAX) wait = alternate_at > now ? std::min(wait, alternate_at - now) : 0;
     if (wait) wait_slice(wait);
     if (alternate_at != UINT64_MAX && now_mono() >= alternate_at) {
       sampler_alternate_cpu_events();
       period_turns_++;
       alternate_at = next_alternation(now_mono());
-      if (now_mono() - drain_ns_ < kSliceNs / 2) continue;  // the drain keeps its 5 ms
+      if (now_mono() - drain_ns_ < drain_wait) continue;  // the drain keeps its pace
     }
+    const uint64_t waited = drain_ns_ ? now_mono() - drain_ns_ : kShortestDrainNs;
     drain();
+    drain_wait = next_drain_wait(std::max(waited, kShortestDrainNs), sampler_take_ring_fill_permille());
+    drains_per_redraw_ = static_cast<uint32_t>(std::max<uint64_t>(1, kPeriodRedrawNs / drain_wait));
     uint64_t elapsed = now_mono() - start_mono_;
     if (stacks_due(elapsed)) write_periodic();
     maybe_flush_stacks();

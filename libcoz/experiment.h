@@ -49,6 +49,22 @@ constexpr uint64_t kHalveVisits = 12;
 constexpr uint64_t kShortestNs = 100000000;  // 100 ms: frequent points get short experiments
 uint64_t adapt_length(uint64_t current_ns, uint64_t initial_ns, uint64_t min_visits, bool any_point);
 
+// Sampling-only: the profiler thread's next wait between looks at the
+// rings, from the one just waited and the fill of the fullest ring it found
+// then (permille of the ring's size; sampler_take_ring_fill_permille). Each
+// look wakes a thread that takes a CPU from the program, and a program that
+// starts threads often waits for the looks too (two_threads' cost halved
+// from 5 to 50 ms: docs/runtime.md, "Sampling only"); a ring that fills
+// loses records. So the wait is as long as keeps the fullest ring under
+// kDrainFillPermille at the rate it just filled, between kShortestDrainNs
+// and kLongestDrainNs, at most doubled from one look to the next (and
+// shortened at once): the rest of the ring is slack for a look that comes
+// late, on a busy machine.
+constexpr uint64_t kShortestDrainNs = 5000000;   // 5 ms
+constexpr uint64_t kLongestDrainNs = 50000000;   // 50 ms
+constexpr uint64_t kDrainFillPermille = 125;     // an eighth of the ring
+uint64_t next_drain_wait(uint64_t waited_ns, uint64_t fill_permille);
+
 // The period the "short-threads" warning suggests to threads of mean_ns of
 // CPU time each: the longest round one of at most a quarter of it (each
 // thread then loses about an eighth of its time to the period under way
@@ -266,6 +282,7 @@ class Profiler {
   uint64_t experiments_started_ = 0;
   std::vector<const Target*> candidates_;  // scratch
   uint64_t drain_ns_ = 0;  // CLOCK_MONOTONIC at the start of the current drain(): the samples' age
+  uint32_t drains_per_redraw_ = 20;  // sampling-only, a thread's own event: looks between new random periods
   std::unordered_map<uintptr_t, const Line*> pc_cache_;
   uint64_t pc_cache_objects_ = 0;  // lines_->objects_version() the cache was filled at
   struct Pending {

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -645,11 +646,19 @@ void sampler_stop(ThreadState* t) {
 }
 
 namespace {
+std::atomic<uint64_t> g_ring_fill_permille{0};  // sampler_take_ring_fill_permille
+
 // Appends a ring's pending records, whole, to *out, and frees their room.
 void take_ring(perf_event_mmap_page* page, std::vector<char>* out) {
   RecordReader r{reinterpret_cast<const char*>(page) + page->data_offset, page->data_size};
   uint64_t head = __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE);
   uint64_t tail = page->data_tail;
+  if (head > tail && page->data_size) {
+    const uint64_t fill = std::min<uint64_t>(head - tail, page->data_size) * 1000 / page->data_size;
+    uint64_t seen = g_ring_fill_permille.load(std::memory_order_relaxed);
+    while (fill > seen && !g_ring_fill_permille.compare_exchange_weak(seen, fill, std::memory_order_relaxed)) {
+    }
+  }
   if (head > tail) {
     size_t at = out->size();
     out->resize(at + (head - tail));
@@ -662,6 +671,8 @@ void take_ring(perf_event_mmap_page* page, std::vector<char>* out) {
 void take_records(ThreadState* t, std::vector<char>* out) {
   if (t->page) take_ring(t->page, out);
 }
+
+uint64_t sampler_take_ring_fill_permille() { return g_ring_fill_permille.exchange(0, std::memory_order_relaxed); }
 
 void parse_records(const char* data, size_t len, SwitchState* sw, uint64_t period_ns, uint64_t* lost,
                    uint64_t* skipped, const std::function<void(Sample&)>& fn, bool cpu_layout) {

@@ -124,6 +124,9 @@ uint64_t draw_period(uint64_t* state, uint64_t mean);
 // Sampling-only mode, in the profiler thread. Appends the thread's pending
 // perf records, whole, to *out, and frees their room in the ring.
 void take_records(ThreadState* t, std::vector<char>* out);
+// The fullest any ring was when its records were taken (take_records,
+// take_cpu_records) since the last call, in permille of its size; reset.
+uint64_t sampler_take_ring_fill_permille();
 // Parses records taken by take_records: calls fn(Sample&) for each sample,
 // unwound from its stack copy, weighing `period_ns`, with the preempted time
 // the switch records in *sw tell. Counts lost and unreadable records.

@@ -849,6 +849,23 @@ TEST(Experiment, LengthFollowsTheVisitsOfTheRarestPoint) {
   EXPECT_EQ(adapt_length(init, init, 0, false), init) << "no progress point: nothing to adapt to";
 }
 
+TEST(Experiment, SamplingOnlyLooksAsRarelyAsTheRingsAllow) {
+  const uint64_t ms = 1000000;
+  // Rings that stay nearly empty: the wait doubles from look to look, up to kLongestDrainNs.
+  EXPECT_EQ(next_drain_wait(kShortestDrainNs, 0), 2 * kShortestDrainNs);
+  EXPECT_EQ(next_drain_wait(kShortestDrainNs, 5), 2 * kShortestDrainNs) << "at most doubled";
+  EXPECT_EQ(next_drain_wait(40 * ms, 10), kLongestDrainNs);
+  EXPECT_EQ(next_drain_wait(kLongestDrainNs, 1), kLongestDrainNs);
+  // A ring an eighth full keeps the wait; fuller, the wait shrinks at once to
+  // keep it an eighth full at the rate it filled.
+  EXPECT_EQ(next_drain_wait(20 * ms, kDrainFillPermille), 20 * ms);
+  EXPECT_EQ(next_drain_wait(40 * ms, 4 * kDrainFillPermille), 10 * ms);
+  EXPECT_EQ(next_drain_wait(20 * ms, 1000), kShortestDrainNs) << "never below kShortestDrainNs";
+  // A look that came late (the profiler thread waited for a CPU) measured its
+  // fill over the longer wait.
+  EXPECT_EQ(next_drain_wait(100 * ms, 250), kLongestDrainNs);
+}
+
 TEST(Experiment, LengthAdaptsOnLivePointsOnly) {
   std::map<std::string, uint64_t> seen;
   bool any = false;
