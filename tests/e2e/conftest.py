@@ -135,6 +135,14 @@ def records(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
+def measured_experiments(path):
+    """The experiment records of a profile that the analysis measures: neither
+    cut short by the run's end (`partial`) nor by a stall (`stalled_ns`: the
+    process, or the machine under it, stood still for 100 ms or more, and the
+    experiment ended there, perhaps before its line ran at all)."""
+    return [x for x in records(path) if x["type"] == "experiment" and not x["partial"] and not x.get("stalled_ns")]
+
+
 def chain_times(stdout):
     """What tests/e2e/programs/chain.c measured of itself: its CPU time in ms,
     and CALL_A's share of the time of its two calls (the known answer)."""

@@ -7,8 +7,8 @@ import os
 import subprocess
 import sys
 
-from conftest import (PROGRAMS, build_program, chain_times, coz_env, coz_run, line_result, precise_slope, records,
-                      share_bound)
+from conftest import (PROGRAMS, build_program, chain_times, coz_env, coz_run, line_result, measured_experiments,
+                      precise_slope, records, share_bound)
 
 from cozprof.profile import load
 
@@ -42,15 +42,6 @@ def sample_share(out, line, among=None, with_total=False):
     return (mine / total, total) if with_total else mine / total
 
 
-def measured_sped_up(out):
-    """The sped-up experiments the analysis measures: neither cut short by
-    the run's end (`partial`) nor by a stall (`stalled_ns`: the process, or
-    the machine under it, stood still for 100 ms or more, and the experiment
-    ended there, perhaps before its line ran at all)."""
-    return [x for x in records(out)
-            if x["type"] == "experiment" and x["speedup"] > 0 and not x["partial"] and not x.get("stalled_ns")]
-
-
 def test_narrowed_source_scope_earns_delay_where_samples_are_attributed(tmp_path):
     # chain_work.c is out of the source scope: its samples belong to the
     # calling lines of chain.c, and must earn delay there too (they did not
@@ -64,7 +55,7 @@ def test_narrowed_source_scope_earns_delay_where_samples_are_attributed(tmp_path
         r = coz_run(["-s", "%/chain.c", "--fixed-line", line, "--experiment-length", "50ms", "-o", str(out)],
                     [exe, "3"])
         assert r.returncode == 0, r.stderr.decode()
-        sped = measured_sped_up(out)
+        sped = [x for x in measured_experiments(out) if x["speedup"] > 0]
         assert sped and all(x["selected_samples"] > 0 and x["delay_ns"] > 0 for x in sped), sped
         share, n = sample_share(out, line, among=[line, marker("chain", "CALL_B")], with_total=True)
         _, a_share = chain_times(r.stdout)  # CALL_A's share of the calls' CPU time, as the program measured it
@@ -145,5 +136,5 @@ def test_library_threads_are_charged_to_the_calling_line(tmp_path):
     assert in_lib > 0.3 * total, (in_lib, total)  # the library's thread does most of the work
     assert charged >= 0.95 * in_lib, (charged, in_lib)
     assert run.out_of_scope < 0.05 * total, (run.out_of_scope, total)
-    sped = measured_sped_up(out)
+    sped = [x for x in measured_experiments(out) if x["speedup"] > 0]
     assert sped and all(x["selected_samples"] > 0 and x["delay_ns"] > 0 for x in sped), sped

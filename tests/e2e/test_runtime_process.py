@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import PROGRAMS, coz_env, coz_run, records
+from conftest import PROGRAMS, coz_env, coz_run, measured_experiments, records
 from hostile_common import preloaded_env
 
 
@@ -61,8 +61,7 @@ def test_a_point_not_reached_does_not_lengthen_experiments(build, tmp_path):
     out = tmp_path / "r.coz"
     r = coz_run(["-o", str(out), "--experiment-length", "50ms", "-p", marker("rare_point", "FINAL")], [exe, "2"])
     assert r.returncode == 0, r.stderr.decode()
-    walls = [x["wall_ns"] for x in records(out) if x["type"] == "experiment" and not x["partial"]
-             and not x.get("stalled_ns")]
+    walls = [x["wall_ns"] for x in measured_experiments(out)]
     assert len(walls) >= 8, walls
     # Doubling from 50 ms would reach 400 ms by the fourth experiment.
     assert max(walls) < 150e6, walls
@@ -159,8 +158,7 @@ def test_the_programs_low_descriptors_are_as_without_the_profiler(build, tmp_pat
 
 
 def baseline_rate_errors(out, true_rate):
-    exps = [x for x in records(out) if x["type"] == "experiment" and not x["partial"]
-            and not x.get("stalled_ns")]
+    exps = measured_experiments(out)
     errors = [abs(x["progress"][0]["delta"] / (x["duration_ns"] / 1e9) / true_rate - 1) for x in exps]
     return exps, sorted(errors)
 

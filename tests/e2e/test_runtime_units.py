@@ -8,7 +8,8 @@ and a fixed unit's slope is compared with its share of the run's samples."""
 import os
 import re
 
-from conftest import PROGRAMS, build_program, chain_times, coz_run, precise_slope, records, share_bound
+from conftest import (PROGRAMS, build_program, chain_times, coz_run, measured_experiments, precise_slope, records,
+                      share_bound)
 
 CHAIN_SOURCES = [os.path.join(PROGRAMS, "chain.c"), os.path.join(PROGRAMS, "chain_work.c")]
 
@@ -36,8 +37,7 @@ def totals(out):
 
 
 def experiments(out):
-    return [r for r in records(out) if r["type"] == "experiment" and not r["partial"]
-            and not r.get("stalled_ns")]
+    return measured_experiments(out)
 
 
 def program_times(stdout):
