@@ -370,7 +370,7 @@ void Profiler::drain() {
       take_own_ring(t, &taken_bytes_, &taken_);
       if (ended) {
         sampler_forget(t);  // its last records are taken: release the ring
-      } else if (!t->alone && ++t->samples_at_period >= drains_per_redraw_) {
+      } else if (!t->alone && ++t->samples_at_period >= std::max<uint64_t>(1, kPeriodRedrawNs / drain_wait_)) {
         // DCPI: a new random period. Not at every look: the event's timer
         // restarts, and the part of a period the thread had run is lost.
         t->samples_at_period = 0;
@@ -1082,22 +1082,20 @@ void Profiler::run_sampling_only() {
   // The wait between looks adapts to how fast the rings fill (next_drain_wait),
   // from 5 ms: the rings hold about 110 records of 2.3 KiB (sampler.cpp), and
   // the profiler thread waits for a CPU like any other on a busy machine.
-  uint64_t drain_wait = kShortestDrainNs;
   while (!stopping()) {
     uint64_t now = now_mono(), since = now - drain_ns_;
-    uint64_t wait = since < drain_wait ? drain_wait - since : 0;
+    uint64_t wait = since < drain_wait_ ? drain_wait_ - since : 0;
     if (alternate_at != UINT64_MAX) wait = alternate_at > now ? std::min(wait, alternate_at - now) : 0;
     if (wait) wait_slice(wait);
     if (alternate_at != UINT64_MAX && now_mono() >= alternate_at) {
       sampler_alternate_cpu_events();
       period_turns_++;
       alternate_at = next_alternation(now_mono());
-      if (now_mono() - drain_ns_ < drain_wait) continue;  // the drain keeps its pace
+      if (now_mono() - drain_ns_ < drain_wait_) continue;  // the drain keeps its pace
     }
-    const uint64_t waited = drain_ns_ ? now_mono() - drain_ns_ : kShortestDrainNs;
+    const uint64_t waited = std::max(drain_ns_ ? now_mono() - drain_ns_ : 0, kShortestDrainNs);
     drain();
-    drain_wait = next_drain_wait(std::max(waited, kShortestDrainNs), sampler_take_ring_fill_permille());
-    drains_per_redraw_ = static_cast<uint32_t>(std::max<uint64_t>(1, kPeriodRedrawNs / drain_wait));
+    drain_wait_ = next_drain_wait(waited, sampler_take_ring_fill_permille());
     uint64_t elapsed = now_mono() - start_mono_;
     if (stacks_due(elapsed)) write_periodic();
     maybe_flush_stacks();

@@ -282,7 +282,7 @@ class Profiler {
   uint64_t experiments_started_ = 0;
   std::vector<const Target*> candidates_;  // scratch
   uint64_t drain_ns_ = 0;  // CLOCK_MONOTONIC at the start of the current drain(): the samples' age
-  uint32_t drains_per_redraw_ = 20;  // sampling-only, a thread's own event: looks between new random periods
+  uint64_t drain_wait_ = kShortestDrainNs;  // sampling-only: the wait between looks (next_drain_wait)
   std::unordered_map<uintptr_t, const Line*> pc_cache_;
   uint64_t pc_cache_objects_ = 0;  // lines_->objects_version() the cache was filled at
   struct Pending {
