@@ -601,7 +601,8 @@ void Profiler::finish_threads(const std::vector<ThreadInfo*>& infos) {
 // kShortThreadsShare of the threads' CPU time.
 void Profiler::warn_short_threads() {
   const ShortThreads& s = short_threads_;
-  if (!s.short_threads || !s.dominant(kShortThreadsShare)) return;
+  // (--locks-only samples nothing: no thread is under-sampled.)
+  if (config_.locks_only || !s.short_threads || !s.dominant(kShortThreadsShare)) return;
   const uint64_t suggested = short_thread_period(s.short_clock_ns / s.short_threads);
   char advice[160];
   if (!suggested)

@@ -139,6 +139,20 @@ def test_a_million_locks_of_one_site_stay_bounded(tmp_path):
     assert extra < 16 << 20, (big, small, plain_big, plain_small)
 
 
+def test_locks_only_says_nothing_of_sampling(tmp_path):
+    # 300 threads of no CPU time: sampled, they would be under-sampled and
+    # the run would say so (short-threads). --locks-only samples nothing, and
+    # said it all the same before 2026-12-02.
+    exe = build_program("thread_churn", tmp_path)
+    out = tmp_path / "churn.coz"
+    r = coz_run(["-o", str(out), "--locks-only"], [exe, "300"])
+    assert r.returncode == 0, r.stderr.decode()
+    (run,) = load([str(out)]).runs
+    assert run.mode == "locks-only" and len(run.threads) == 301
+    assert not [w for w in run.warnings if w[0] == "short-threads"], run.warnings
+    assert "sampling period" not in r.stderr.decode(), r.stderr.decode()
+
+
 def test_joins_are_counted_and_waited_only_when_the_thread_still_runs(tmp_path):
     # Main joins a thread already gone (no wait), then one that sleeps 50 ms
     # once main is blocked in the join (a wait at least that long).
