@@ -6,6 +6,7 @@
 // containers. Everything else is set up outside signal context.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -439,6 +440,11 @@ struct ThreadState {
   // so that a crash by stack overflow still writes the final records
   // (give_alt_stack, runtime.cpp); its guard page's address, or null.
   char* alt_stack = nullptr;
+  // An alternate stack the program set that is too small for the sample
+  // signal's frame (virtual_sigaltstack, runtime.cpp): the runtime's stays
+  // the thread's, and the program reads its own back from here.
+  stack_t program_alt{};
+  bool program_alt_set = false;
   // Timer sampler: the thread's /proc/thread-self/schedstat, opened at its
   // start and kept high (-1: not open; each read then opens it).
   int schedstat_fd = -1;

@@ -203,6 +203,25 @@ def test_sigaltstack_reads_back_as_the_program_set_it(tmp_path):
     assert_same_behaviour(plain, profiled)
 
 
+def test_an_alternate_stack_too_small_for_the_sample_signal_is_the_programs_only_in_its_view(tmp_path):
+    # The main thread sets a 2 KiB alternate stack (MINSIGSTKSZ) above an
+    # unmapped page and works 0.6 s of CPU time. On a CPU whose signal frame
+    # alone is larger (AVX-512: AT_MINSIGSTKSZ 3,376 bytes) the first sample
+    # signal killed it (SIGSEGV) before 2026-12-02; now the runtime's stack
+    # stays the thread's and the program reads its own back. (Where the
+    # frame is smaller, the stack was too small for the handler's work, and
+    # the runtime's stays the thread's all the same.)
+    exe = build_program("hostile_crash", tmp_path)
+    out = tmp_path / "p.coz"
+    plain, profiled = run_both([exe, "tiny_altstack"], profile=out)
+    assert plain.returncode == 0, plain.stderr.decode()
+    assert plain.stdout.decode().splitlines() == [
+        "tiny: 2048 bytes, flags 0, own", "old when disabled: own", "after: none"]
+    assert_same_behaviour(plain, profiled)
+    recs = records(out)
+    assert recs[-1]["type"] == "shutdown" and recs[-1]["samples"] > 50, recs[-1]
+
+
 def test_a_programs_own_sigsegv_handler_runs_and_reads_back(tmp_path):
     exe = build_program("hostile_crash", tmp_path)
     plain, profiled = run_both([exe, "own_segv"], profile=tmp_path / "p.coz", preexec_fn=no_core)

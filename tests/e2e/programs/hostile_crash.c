@@ -28,12 +28,16 @@
  *                   new thread and in a forked child ("none" when disabled),
  *                   sets one of its own, reads it back, disables it, reads
  *                   again; exits 0
+ *   tiny_altstack - the main thread sets an alternate stack of 2 KiB
+ *                   (MINSIGSTKSZ) above an unmapped page, works, prints what
+ *                   sigaltstack reads, disables it, reads again; exits 0
  * Two threads spin so that experiments have samples. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -121,8 +125,21 @@ static void on_term_once(int sig) {
   term_seen = 1;
 }
 
+/* Maps 2 KiB of stack above an unmapped page: the start of `ss`. */
+static int tiny_altstack(stack_t* ss) {
+  long page = sysconf(_SC_PAGESIZE);
+  char* m = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED || mprotect(m, (size_t)page, PROT_NONE) != 0) return -1;
+  ss->ss_sp = m + page;
+  ss->ss_size = 2048;
+  ss->ss_flags = 0;
+  return sigaltstack(ss, NULL);
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
+  stack_t tiny;
+  if (!strcmp(argv[1], "tiny_altstack") && tiny_altstack(&tiny) != 0) return 12;
   pthread_t t;
   pthread_create(&t, NULL, spinner, NULL);
   if (!strcmp(argv[1], "term_handler")) signal(SIGTERM, on_term);
@@ -213,6 +230,15 @@ int main(int argc, char** argv) {
     stack_t off = {.ss_sp = NULL, .ss_flags = SS_DISABLE, .ss_size = 0};
     if (sigaltstack(&off, &old) != 0) return 11;
     printf("old when disabled: %s\n", old.ss_sp == own ? "own" : "other");
+    say_altstack("after");
+    return 0;
+  }
+  if (!strcmp(argv[1], "tiny_altstack")) {
+    stack_t cur, off = {.ss_sp = NULL, .ss_flags = SS_DISABLE, .ss_size = 0};
+    if (sigaltstack(NULL, &cur) != 0) return 13;
+    printf("tiny: %zu bytes, flags %d, %s\n", cur.ss_size, cur.ss_flags, cur.ss_sp == tiny.ss_sp ? "own" : "other");
+    if (sigaltstack(&off, &cur) != 0) return 14;
+    printf("old when disabled: %s\n", cur.ss_sp == tiny.ss_sp ? "own" : "other");
     say_altstack("after");
     return 0;
   }
