@@ -377,6 +377,7 @@ void Profiler::drain() {
         rerandomize_period(t);
       }
     }
+    if (!config_.sampling_only && !ended) sampler_watch_signals(t);
     if (t->tid) {
       note_thread(t);
       ThreadInfo& info = threads_[t->tid];

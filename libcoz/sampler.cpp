@@ -6,6 +6,7 @@
 #include "sampler.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -17,6 +18,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -994,6 +997,8 @@ void run_on_signal_stack(ThreadState* t, void (*fn)(void*), void* arg) {
 }
 
 void sampler_forget(ThreadState* t) {
+  t->ring_gone.store(true);
+  while (t->ring_watch.load()) sched_yield();  // the profiler thread's look (sampler_watch_signals)
   if (t->page) munmap(t->page, t->mmap_len);
   t->page = nullptr;
   if (t->perf_fd >= 0) close(t->perf_fd);
@@ -1019,7 +1024,66 @@ void stamp_wake_paying(ThreadState* t, const void* object) {
   t->leave();
 }
 
+namespace {
+// The event signals the thread again (sampler_watch_signals).
+void unpark_signals(ThreadState* t) {
+  if (t->signals_parked.load(std::memory_order_relaxed) && t->signals_parked.exchange(false))
+    fcntl(t->perf_fd, F_SETFL, O_ASYNC | O_NONBLOCK);
+}
+
+// Whether the sample signal waits in thread `tid`'s own pending set
+// (SigPnd in /proc/self/task/TID/status, a mask in hex, bit n-1 for signal n).
+bool sample_signal_pending(pid_t tid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/status", static_cast<int>(tid));
+  int fd = open_high(path);
+  if (fd < 0) return false;
+  char buf[4096];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = 0;
+  const char* p = strstr(buf, "\nSigPnd:");
+  if (!p) return false;
+  const unsigned long long mask = strtoull(p + 9, nullptr, 16);
+  return (mask >> (sample_signal() - 1)) & 1;
+}
+}  // namespace
+
+namespace {
+void watch_signals(ThreadState* t) {
+  if (t->perf_fd < 0 || !t->page || t->alone || g_settings.signal_free) return;
+  const perf_event_mmap_page* page = t->page;
+  if (t->signals_parked.load()) {
+    // Its handler unparks it at the thread's next signal; here, once none
+    // waits (the thread took its last ones before it was parked).
+    if (!sample_signal_pending(t->tid)) unpark_signals(t);
+    return;
+  }
+  const uint64_t head = __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE);
+  if (head - page->data_tail < page->data_size / 8) return;
+  if (!sample_signal_pending(t->tid)) {
+    // Half full and no signal waits: none is coming. (Its handler unparked
+    // it between the park's flag and its fcntl below, at an earlier look.)
+    fcntl(t->perf_fd, F_SETFL, O_ASYNC | O_NONBLOCK);
+    return;
+  }
+  t->signals_parked.store(true);
+  fcntl(t->perf_fd, F_SETFL, O_NONBLOCK);
+}
+}  // namespace
+
+void sampler_watch_signals(ThreadState* t) {
+  // (The thread may be ending: its ring unmapped, its descriptor's number
+  // the program's again.)
+  t->ring_watch.fetch_add(1);
+  if (!t->ring_gone.load()) watch_signals(t);
+  t->ring_watch.fetch_sub(1);
+}
+
 void process_samples(ThreadState* t, void* uc) {
+  // A signal reached the handler: the thread takes them again.
+  if (uc) unpark_signals(t);
   // The first period's signal (not a wake's look), whether or not the
   // thread is inside the runtime: the event waits for it.
   if (uc && t->phase_pending) end_random_phase(t);

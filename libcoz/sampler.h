@@ -215,6 +215,16 @@ uint64_t take_cpu_records(std::vector<char>* out, std::vector<ThreadRecords>* ch
                       const std::vector<pid_t>* ended = nullptr, bool last = false);
 // After fork, in the child: release the parent's CPU rings.
 void sampler_forget_cpu_rings();
+// The causal modes, from the profiler thread at its looks: a thread whose
+// ring is half full with the sample signal waiting in its pending set has it
+// blocked for real, where the runtime does not see (a raw rt_sigprocmask:
+// the interposed calls keep it unblocked). Each wakeup of its event would
+// queue one more real-time signal, against the user's limit
+// (RLIMIT_SIGPENDING), past which the kernel sends SIGIO instead, to this
+// process and any other of the user's: its event stops signalling
+// (signals_parked) until a signal reaches its handler again, or none waits.
+void sampler_watch_signals(ThreadState* t);
+
 // A new random period for the thread, from the profiler thread (the
 // sampling-only mode's DCPI-style randomization). Returns the period set.
 uint64_t rerandomize_period(ThreadState* t);

@@ -472,6 +472,15 @@ struct ThreadState {
 
   // The program's own view of whether it blocked the sample signal.
   bool program_blocks_sample_signal = false;
+  // The event signals nobody for now: the thread had the sample signal
+  // blocked for real, out of the runtime's sight (a raw rt_sigprocmask),
+  // and its signals were queuing (sampler_watch_signals, sampler.cpp).
+  std::atomic<bool> signals_parked{false};
+  // The profiler thread looks at the ring and the descriptor from outside
+  // (sampler_watch_signals) only while `ring_watch` is raised, and not once
+  // `ring_gone` is: sampler_forget waits for it before it unmaps and closes.
+  std::atomic<int> ring_watch{0};
+  std::atomic<bool> ring_gone{false};
 
   // Who the thread is, for the conventional profile and thread groups: set
   // by its creator (start routine) and by the thread itself (times, its

@@ -5,6 +5,7 @@ action, masks read back as the program set them; crashes and kills leave a
 readable profile; SIGINT/SIGTERM end with the final records and the
 program's own exit status. Also where perf_event is refused (seccomp)."""
 
+import json
 import os
 import signal
 import subprocess
@@ -220,6 +221,31 @@ def test_an_alternate_stack_too_small_for_the_sample_signal_is_the_programs_only
     assert_same_behaviour(plain, profiled)
     recs = records(out)
     assert recs[-1]["type"] == "shutdown" and recs[-1]["samples"] > 50, recs[-1]
+
+
+def test_a_thread_that_blocks_signals_by_the_system_call_queues_few_of_ours(tmp_path):
+    # raw_sigblock blocks every signal with the rt_sigprocmask system call
+    # itself, out of the interposed calls' sight, for 3 s of its CPU time.
+    # Each sample's wakeup queued one more real-time signal: 3,800 in those
+    # 3 s before 2026-12-02, against the user's limit (RLIMIT_SIGPENDING),
+    # past which the kernel sends SIGIO instead, to this process and to any
+    # other of the user's. The runtime now stops the thread's signals once
+    # its ring is an eighth full with one waiting, and the thread is sampled
+    # again once it unblocks: its last 1.5 s of CPU time are in its samples.
+    exe = build_program("raw_sigblock", tmp_path)
+    out = tmp_path / "p.coz"
+    r = subprocess.run([sys.executable, "-m", "cozprof", "run", *FAST, "-o", str(out), "---", exe],
+                       capture_output=True, env=coz_env(), timeout=120)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    got = json.loads(r.stdout.decode().strip().splitlines()[-1])
+    assert 0 <= got["queued"] < 1000, got
+    src = os.path.join(REPO, "tests", "e2e", "programs", "raw_sigblock.c")
+    with open(src) as f:
+        after = next(n for n, text in enumerate(f, 1) if "PHASE_AFTER" in text)
+    samples = sum(x["counts"].get(f"{src}:{after}", 0) for x in records(out) if x["type"] == "samples")
+    # At the 1 ms period, about one sample per ms of CPU time; a thread whose
+    # signals stayed off would keep only what its ring holds (about 300).
+    assert samples > 0.5 * got["after_cpu_ms"], (samples, got)
 
 
 def test_a_programs_own_sigsegv_handler_runs_and_reads_back(tmp_path):
