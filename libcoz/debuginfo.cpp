@@ -61,6 +61,10 @@ int find_debuginfo_local(Dwfl_Module* mod, void** userdata, const char* modname,
                          GElf_Word debuglink_crc, char** debuginfo_file_name) {
   int fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name,
                                         debuglink_file, debuglink_crc, debuginfo_file_name);
+  // (Its open found every number taken: open_high's reserve, fds.h.)
+  if (fd < 0 && errno == EMFILE && fds_release_reserve())
+    fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file, debuglink_crc,
+                                      debuginfo_file_name);
   if (fd >= 0) return move_fd_high(fd);
   if (!file_name) return fd;
   const std::string file = file_name;

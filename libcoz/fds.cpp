@@ -41,7 +41,37 @@ int sys_close_range(unsigned first, unsigned last, int flags) {
   return -1;
 #endif
 }
+// Descriptors held back for the runtime's own files (fds_hold_reserve):
+// each slot the number plus one, 0 when empty.
+constexpr int kReserveFds = 8;
+std::atomic<int> g_reserve[kReserveFds];  // zero-initialized: static storage
+
 }  // namespace
+
+bool fds_release_reserve() {
+  for (std::atomic<int>& r : g_reserve) {
+    const int v = r.exchange(0);
+    if (!v) continue;
+    fd_forget(v - 1);
+    syscall(SYS_close, v - 1);
+    return true;
+  }
+  return false;
+}
+
+void fds_hold_reserve() {
+  for (std::atomic<int>& r : g_reserve)
+    if (r.load()) return;  // (a forked child profiled afresh: the parent's are its own)
+  const int first = move_fd_high(static_cast<int>(syscall(SYS_open, "/dev/null", O_RDONLY | O_CLOEXEC)));
+  if (first < 0) return;
+  g_reserve[0].store(first + 1);
+  for (int i = 1; i < kReserveFds; i++) {
+    const int fd = fcntl(first, F_DUPFD_CLOEXEC, runtime_fd_base());
+    if (fd < 0) break;
+    note(fd);
+    g_reserve[i].store(fd + 1);
+  }
+}
 
 void fd_forget(int fd) {
   if (fd >= 0 && fd < kNotedFds) g_runtimes[fd / 64].fetch_and(~(uint64_t{1} << (fd % 64)), std::memory_order_relaxed);
@@ -85,7 +115,13 @@ int move_fd_high(int fd) {
   return high;
 }
 
-int open_high(const char* path) { return move_fd_high(open(path, O_RDONLY | O_CLOEXEC)); }
+int open_high(const char* path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  // Every number taken (a program that opened up to its limit): one of the
+  // numbers held back is given up for this file.
+  if (fd < 0 && errno == EMFILE && fds_release_reserve()) fd = open(path, O_RDONLY | O_CLOEXEC);
+  return move_fd_high(fd);
+}
 
 void move_pipe_high(int fds[2]) {
   const int base = runtime_fd_base();

@@ -31,8 +31,17 @@ void move_pipe_high(int fds[2]);
 
 // Opens `path` read-only for the runtime's own reading (ELF and DWARF files
 // that libdwfl keeps open for the run), high like move_fd_high; -1 if it
-// cannot be opened.
+// cannot be opened. Where the program has taken every number, one held back
+// by fds_hold_reserve is given up for it.
 int open_high(const char* path);
+
+// Holds back a few descriptor numbers (8, high, on /dev/null) for the
+// runtime's own files: a program that opens up to its limit would
+// otherwise leave the final stacks' symbolizer none.
+void fds_hold_reserve();
+// Gives up one number held back, for an open of the runtime's that failed
+// with EMFILE (the caller opens again); false when none is left.
+bool fds_release_reserve();
 
 // The runtime's descriptors are noted as they are made (move_fd_high,
 // move_pipe_high) and forgotten when closed or replaced (close, dup2, dup3

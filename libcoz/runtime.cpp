@@ -30,6 +30,7 @@
 #include "counters.h"
 #include "environment.h"
 #include "experiment.h"
+#include "fds.h"
 #include "line_map.h"
 #include "loaded_objects.h"
 #include "profile_writer.h"
@@ -898,6 +899,7 @@ void runtime_init() {
   std::string path = output_name(config, root);
   if (!g_writer->open(path, config.format == "legacy", &error))
     fail_start(error, "choose another file with 'coz run -o PATH'");
+  fds_hold_reserve();
   // Runs without experiments may be long: their counts are kept as totals
   // (profile_writer.h), so that the profile grows with what was seen, not
   // with time.

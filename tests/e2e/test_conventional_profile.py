@@ -242,6 +242,33 @@ def test_sampling_only_starts_and_ends_cleanly_again_and_again(tmp_path, libcoz)
         assert json.loads(r.stdout.decode().strip().splitlines()[-1])["threads"] == 3000
 
 
+def test_stacks_are_symbolized_when_the_program_took_every_descriptor(tmp_path, libcoz):
+    # all_fds opens /dev/null until its open-file limit refuses, then sorts
+    # with qsort and a comparison of its own. The stacks are symbolized at
+    # the profiler's looks, and their files opened then: before 2026-12-02
+    # every frame read as an object and an offset (all_fds+0x117b for cmp).
+    # The runtime holds 8 numbers back for its own files (fds.h). The
+    # functions named without the program's taking every number are named
+    # with it.
+    exe = build_program("all_fds", tmp_path)
+
+    def top(args, name):
+        path = tmp_path / f"{name}.coz"
+        r = coz_run(["-o", str(path), "--sampling-only", "--sample-period", "1ms"], [exe, *args])
+        assert r.returncode == 0, r.stderr.decode()
+        rows = json.loads(coz("report", "--top", "--json", "-", str(path)).stdout)["rows"]
+        return json.loads(r.stdout.decode().strip().splitlines()[-1]), rows
+
+    _, plain = top([], "plain")
+    opened, full = top(["take"], "full")
+    assert opened["opened"] > 100, opened
+    total = sum(row["flat_ns"] for row in full)
+    big = [row["name"] for row in full if row["flat_ns"] >= 0.1 * total]
+    assert "cmp" in big, full
+    named = {row["name"] for row in plain if "+0x" not in row["name"]}
+    assert [n for n in big if n not in named] == [], (big, sorted(named))
+
+
 def test_the_runtime_says_when_short_threads_go_unsampled(tmp_path, libcoz):
     # 150 threads that all start before any works (then two at a time), each running
     # 3 or 1.5 ms of CPU time by its own clock
