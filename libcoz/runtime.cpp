@@ -632,7 +632,10 @@ void fork_child() {
   drop_alt_stack_in_child(tls_state);
   if (g_state.load() != kActive) return;
   // The parent's threads, events and profiler thread do not exist here.
-  for (ThreadState* t : *g_threads) sampler_forget(t);
+  for (ThreadState* t : *g_threads) {
+    t->ring_watch.store(0);  // (the profiler thread's look is not here: sampler_forget would wait for it)
+    sampler_forget(t);
+  }
   sampler_forget_cpu_rings();
   g_threads->clear();
   shared().unblocked_threads.store(0);
