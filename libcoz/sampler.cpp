@@ -1036,7 +1036,9 @@ void unpark_signals(ThreadState* t) {
 bool sample_signal_pending(pid_t tid) {
   char path[64];
   snprintf(path, sizeof path, "/proc/self/task/%d/status", static_cast<int>(tid));
-  int fd = open_high(path);
+  // (Not open_high: a read of a moment does not give up a number held back
+  // for the runtime's files.)
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   char buf[4096];
   ssize_t n = read(fd, buf, sizeof buf - 1);
@@ -1063,8 +1065,9 @@ void watch_signals(ThreadState* t) {
   const uint64_t head = __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE);
   if (head - page->data_tail < page->data_size / 8) return;
   if (!sample_signal_pending(t->tid)) {
-    // Half full and no signal waits: none is coming. (Its handler unparked
-    // it between the park's flag and its fcntl below, at an earlier look.)
+    // An eighth full and no signal waits: none is coming, unless its
+    // signals are on. (Its handler unparked it between the park's flag and
+    // its fcntl below, at an earlier look.)
     fcntl(t->perf_fd, F_SETFL, O_ASYNC | O_NONBLOCK);
     return;
   }
