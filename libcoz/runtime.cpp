@@ -191,15 +191,21 @@ constexpr size_t kAltGuardBytes = 4096;  // map_guarded_stack's page
 // address), or null.
 char* alt_stack_sp(const ThreadState* t) { return t->alt_stack ? t->alt_stack + kAltGuardBytes : nullptr; }
 
+// The runtime's stack as sigaltstack sets it.
+stack_t runtime_alt_stack(const ThreadState* t) {
+  stack_t ss;
+  memset(&ss, 0, sizeof ss);
+  ss.ss_sp = alt_stack_sp(t);
+  ss.ss_size = kAltStackBytes;
+  return ss;
+}
+
 void give_alt_stack(ThreadState* t) {
   stack_t cur;
   if (sys(SYS_sigaltstack, nullptr, &cur) != 0 || !(cur.ss_flags & SS_DISABLE)) return;
   if (!t->alt_stack) t->alt_stack = map_guarded_stack(kAltGuardBytes + kAltStackBytes);
   if (!t->alt_stack) return;
-  stack_t ss;
-  memset(&ss, 0, sizeof ss);
-  ss.ss_sp = alt_stack_sp(t);
-  ss.ss_size = kAltStackBytes;
+  const stack_t ss = runtime_alt_stack(t);
   sys(SYS_sigaltstack, &ss, nullptr);
 }
 
@@ -1204,10 +1210,7 @@ int virtual_sigaltstack(const stack_t* ss, stack_t* old) {
     // signal blocked meanwhile; the program reads its own back. Its own
     // handlers that ask for the alternate stack run on the runtime's, where
     // on its own the kernel's frame alone would not have fit.
-    stack_t back;
-    memset(&back, 0, sizeof back);
-    back.ss_sp = ours;
-    back.ss_size = kAltStackBytes;
+    const stack_t back = runtime_alt_stack(t);
     sigset_t all, mask;
     sigfillset(&all);
     real_pthread_sigmask()(SIG_SETMASK, &all, &mask);

@@ -1050,9 +1050,7 @@ bool sample_signal_pending(pid_t tid) {
   const unsigned long long mask = strtoull(p + 9, nullptr, 16);
   return (mask >> (sample_signal() - 1)) & 1;
 }
-}  // namespace
 
-namespace {
 void watch_signals(ThreadState* t) {
   if (t->perf_fd < 0 || !t->page || t->alone || g_settings.signal_free) return;
   const perf_event_mmap_page* page = t->page;
@@ -1063,16 +1061,12 @@ void watch_signals(ThreadState* t) {
     return;
   }
   const uint64_t head = __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE);
-  if (head - page->data_tail < page->data_size / 8) return;
-  if (!sample_signal_pending(t->tid)) {
-    // An eighth full and no signal waits: none is coming, unless its
-    // signals are on. (Its handler unparked it between the park's flag and
-    // its fcntl below, at an earlier look.)
-    fcntl(t->perf_fd, F_SETFL, O_ASYNC | O_NONBLOCK);
-    return;
-  }
-  t->signals_parked.store(true);
+  if (head - page->data_tail < page->data_size / 8 || !sample_signal_pending(t->tid)) return;
+  // Signals off, then the flag: a handler that runs between the two finds
+  // it down and leaves them off, and the next look, finding none waiting,
+  // turns them on (above).
   fcntl(t->perf_fd, F_SETFL, O_NONBLOCK);
+  t->signals_parked.store(true);
 }
 }  // namespace
 

@@ -216,7 +216,7 @@ uint64_t take_cpu_records(std::vector<char>* out, std::vector<ThreadRecords>* ch
 // After fork, in the child: release the parent's CPU rings.
 void sampler_forget_cpu_rings();
 // The causal modes, from the profiler thread at its looks: a thread whose
-// ring is half full with the sample signal waiting in its pending set has it
+// ring is an eighth full with the sample signal waiting in its pending set has it
 // blocked for real, where the runtime does not see (a raw rt_sigprocmask:
 // the interposed calls keep it unblocked). Each wakeup of its event would
 // queue one more real-time signal, against the user's limit
