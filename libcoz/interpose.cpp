@@ -5,7 +5,7 @@
 //   block  - may wait for another thread: credited with the delays inserted
 //            meanwhile when another program thread released it (pre/post block)
 //   self   - waits on its own (time, I/O): pays its debt after it wakes
-// Logic lives in runtime.cpp and delays.cpp, never here.
+// Logic lives in runtime.cpp, threads.cpp, signals.cpp and delays.cpp, never here.
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>

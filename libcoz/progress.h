@@ -64,7 +64,7 @@ class ProgressRegistry {
   const coz_counter_layout* throughput_counter(const std::string& name);
   bool empty();
 
-  // Around fork (see fork_prepare in runtime.cpp): the child keeps using
+  // Around fork (see fork_prepare in fork.cpp): the child keeps using
   // the registry, so its lock must not be inherited held.
   void fork_prepare() { mu_.lock(); }
   void fork_parent() { mu_.unlock(); }

@@ -190,7 +190,7 @@ int virtual_sigaction(int sig, const struct sigaction* act, struct sigaction* ol
 using SigmaskFn = int (*)(int, const sigset_t*, sigset_t*);
 int virtual_sigmask(SigmaskFn real, int how, const sigset_t* set, sigset_t* oldset);
 // sigaltstack as the program sees it: the alternate stack the runtime gave
-// a thread that had none (give_alt_stack, runtime.cpp) reads as none, a
+// a thread that had none (give_alt_stack, signals.cpp) reads as none, a
 // stack the program sets replaces it (one too small for the sample signal's
 // frame only in the program's view), and disabling it keeps it.
 int virtual_sigaltstack(const stack_t* ss, stack_t* old);

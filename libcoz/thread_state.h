@@ -438,10 +438,10 @@ struct ThreadState {
   bool signal_stack_refused = false;  // its mapping failed once: not tried at every sample
   // The alternate signal stack the runtime gave the thread, which had none,
   // so that a crash by stack overflow still writes the final records
-  // (give_alt_stack, runtime.cpp); its guard page's address, or null.
+  // (give_alt_stack, signals.cpp); its guard page's address, or null.
   char* alt_stack = nullptr;
   // An alternate stack the program set that is too small for the sample
-  // signal's frame (virtual_sigaltstack, runtime.cpp): the runtime's stays
+  // signal's frame (virtual_sigaltstack, signals.cpp): the runtime's stays
   // the thread's, and the program reads its own back from here.
   stack_t program_alt{};
   bool program_alt_set = false;

@@ -82,7 +82,7 @@ void fds_closed_range(unsigned first, unsigned last);  // close_range, closefrom
 void fds_copied(int from, int to);
 void fds_epoll_ctl(int epfd, int op, int fd, const struct epoll_event* ev);
 
-// Around fork (the fork handlers, runtime.cpp): prepare takes the epoll
+// Around fork (the fork handlers, fork.cpp): prepare takes the epoll
 // table's lock, parent releases it, child resets it. After the fork, in both
 // processes, every descriptor open at the fork is the outside world: a pipe,
 // socketpair or eventfd shared with another process links two processes, not

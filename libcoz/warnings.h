@@ -15,7 +15,7 @@ class ProfileWriter;
 
 // Where warnings go from now on; `writer` may be null until it is open.
 void warnings_configure(bool to_stderr, ProfileWriter* writer);
-// Around fork (see fork_prepare in runtime.cpp). In the child the list
+// Around fork (see fork_prepare in fork.cpp). In the child the list
 // starts afresh: a followed child writes a profile of its own.
 void warnings_fork_prepare();
 void warnings_fork_parent();
