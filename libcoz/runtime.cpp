@@ -113,6 +113,8 @@ void scan_objects() {
 // thread that cannot finish makes the exit wait this long; it says so.
 constexpr uint64_t kFinalRecordsWaitNs = 10000000000ull;  // 10 s
 
+// runs in signal context too (on_final_signal, signals.cpp): futex, write
+// and clock calls only.
 void finish(const char* reason) {
   if (g_state.load() != kActive) return;
   if (g_shutdown_started.exchange(true)) {
