@@ -308,9 +308,16 @@ void runtime_init() {
   hooks.for_each_thread = for_each_thread;
   hooks.for_each_live_thread = for_each_live_thread;
   hooks.poll_objects = poll_objects;
-  hooks.live_tids = live_tids;
+  hooks.live_tids = [] {
+    std::vector<pid_t> tids;
+    with_live_threads([&](const std::vector<ThreadState*>& live) {
+      for (ThreadState* t : live)
+        if (t->tid) tids.push_back(t->tid);
+    });
+    return tids;
+  };
   hooks.hardware_counters = [](std::vector<std::pair<std::string, uint64_t>>* out, std::string* why) {
-    hardware_totals(live_threads(), out, why);
+    with_live_threads([&](const std::vector<ThreadState*>& live) { hardware_totals(live, out, why); });
   };
   hardware_probe();
   const UsableCpus cpus = usable_cpus();  // a container's CPU quota counts, not only the affinity mask

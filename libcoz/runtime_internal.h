@@ -7,14 +7,9 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <cstdint>
 #include <functional>
-#include <set>
-#include <string>
-#include <utility>
 #include <vector>
 
 #include "runtime.h"
@@ -91,9 +86,8 @@ void for_each_thread(const std::function<void(ThreadState*)>& fn);
 // Every registered thread, ended ones not yet recycled too, recycling none
 // (the profiler thread's looks while it reads debug information).
 void for_each_live_thread(const std::function<void(ThreadState*)>& fn);
-// The threads running now: their ids, their states.
-std::vector<pid_t> live_tids();
-std::vector<ThreadState*> live_threads();
+// Calls fn with the threads running now, the registry's lock held.
+void with_live_threads(const std::function<void(const std::vector<ThreadState*>&)>& fn);
 // A forked child: the parent's threads, events and rings do not exist here.
 void forget_threads_in_child();
 

@@ -101,20 +101,12 @@ void for_each_live_thread(const std::function<void(ThreadState*)>& fn) {
   for (ThreadState* t : *g_threads) fn(t);
 }
 
-std::vector<pid_t> live_tids() {
-  std::vector<pid_t> tids;
-  Locked g(g_registry_lock);
-  for (ThreadState* t : *g_threads)
-    if (t->state.load() == kThreadLive && t->tid) tids.push_back(t->tid);
-  return tids;
-}
-
-std::vector<ThreadState*> live_threads() {
+void with_live_threads(const std::function<void(const std::vector<ThreadState*>&)>& fn) {
   std::vector<ThreadState*> live;
   Locked g(g_registry_lock);
   for (ThreadState* t : *g_threads)
     if (t->state.load() == kThreadLive) live.push_back(t);
-  return live;
+  fn(live);
 }
 
 void forget_threads_in_child() {
