@@ -47,12 +47,13 @@ debug info.
    main and total wall time plain, under ours (full causal) and under
    upstream.
 
-Then the issues' targets, each with its figure (the slowdowns' verdict by
-the intervals: missed when a program's lies wholly above the target, met
-when all lie at or under it, else not resolved at this many rounds): sampling-only slowdown at
+Then the issues' targets, each with its figure: sampling-only slowdown at
 most x1.02 on the CPU-bound programs and ours' causal excess at most half of
 upstream's on every program (issue 14), the lock counters at most 3% (issue
-13), the launcher under 25 ms and the exit under 10 ms (issue 14).
+13), the launcher under 25 ms and the exit under 10 ms (issue 14). The
+slowdowns' verdict is the intervals': missed when a program's lies wholly
+above the target, met when all lie at or under it, else not resolved at
+this many rounds.
 
 The last line is a JSON summary: {"summary": "overhead", ...}. Every run
 that failed (any mode of any part) is listed in its "failures"; with
@@ -608,11 +609,11 @@ def print_targets(t):
         if x["worst"] is None:
             print(f"# target {what} <= {target}: not measured")
             continue
-        where = f" ({x['program']})" if x["program"] else ""
         iv = x.get("interval")
+        about = [x["program"]] if x["program"] else []
         if iv:
-            where = (f" ({x['program']}; {INTERVAL_LEVEL:.0%} interval {vfmt.format(iv[0] * scale)} to "
-                     f"{vfmt.format(iv[1] * scale)})")
+            about.append(f"{INTERVAL_LEVEL:.0%} interval {vfmt.format(iv[0] * scale)} to {vfmt.format(iv[1] * scale)}")
+        where = f" ({'; '.join(about)})" if about else ""
         verdict = x.get("verdict") or ("met" if x["met"] else "missed")
         detail = ""
         if x.get("above"):
