@@ -8,6 +8,7 @@ here computes periods or speedups by hand.
 
 import json
 import os
+import random
 import re
 import resource
 import shutil
@@ -294,6 +295,31 @@ def upstream_available():
 
 def median(xs):
     return statistics.median(xs) if xs else None
+
+
+# Percentile bootstrap intervals (overhead.py's slowdowns, accuracy.py's
+# mean errors), seeded so that the same runs give the same figures.
+INTERVAL_LEVEL = 0.95
+BOOTSTRAP_DRAWS = 2000
+BOOTSTRAP_SEED = 20261202
+
+
+def bootstrap(resample, stat, level=INTERVAL_LEVEL, draws=BOOTSTRAP_DRAWS, seed=BOOTSTRAP_SEED):
+    """[lo, hi]: the central `level` of stat(resample(rng)) over `draws`
+    resamples, `resample` drawing one data set with replacement from the
+    random.Random it is given; None where `stat` gives None for most of
+    them."""
+    rng = random.Random(seed)
+    vals = []
+    for _ in range(draws):
+        v = stat(resample(rng))
+        if v is not None:
+            vals.append(v)
+    if len(vals) < draws // 2:
+        return None
+    vals.sort()
+    cut = int(len(vals) * (1 - level) / 2)
+    return [vals[cut], vals[len(vals) - 1 - cut]]
 
 
 def load_average():

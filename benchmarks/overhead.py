@@ -69,7 +69,6 @@ Usage: overhead.py [--short] [--only NAME] [--ours-only | --upstream-only]
 import argparse
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -143,35 +142,23 @@ def ratios(med):
 
 # The intervals beside the slowdowns: a percentile bootstrap over the rounds
 # (each round resampled whole, so a pair stays a pair), seeded so that the
-# same runs give the same figures. A target is decided by them: one
-# program's interval wholly above it is a miss, every interval at or under
-# it a pass, anything else not resolved at this many rounds. With five
-# rounds one paired ratio moves 2-3% on a VM whose speed flips (the
-# standard deviation measured on 2026-12-02), as much as the 2% target
+# same runs give the same figures (benchlib.bootstrap). A target is decided
+# by them: one program's interval wholly above it is a miss, every interval
+# at or under it a pass, anything else not resolved at this many rounds.
+# With five rounds one paired ratio moves 2-3% on a VM whose speed flips
+# (the standard deviation measured on 2026-12-02), as much as the 2% target
 # itself: the worst of eight point figures read "missed" or "met" with the
 # draws.
-INTERVAL_LEVEL = 0.95
-BOOTSTRAP_DRAWS = 2000
-BOOTSTRAP_SEED = 20261202
+INTERVAL_LEVEL = benchlib.INTERVAL_LEVEL
 
 
-def bootstrap_interval(rounds, stat, level=INTERVAL_LEVEL, draws=BOOTSTRAP_DRAWS, seed=BOOTSTRAP_SEED):
-    """[lo, hi]: the central `level` of `stat` over resamples (with
+def bootstrap_interval(rounds, stat):
+    """[lo, hi]: the central INTERVAL_LEVEL of `stat` over resamples (with
     replacement) of `rounds`; None with fewer than 3 rounds, or where `stat`
     gives None for most resamples."""
     if len(rounds) < 3:
         return None
-    rng = random.Random(seed)
-    vals = []
-    for _ in range(draws):
-        v = stat([rng.choice(rounds) for _ in rounds])
-        if v is not None:
-            vals.append(v)
-    if len(vals) < draws // 2:
-        return None
-    vals.sort()
-    cut = int(len(vals) * (1 - level) / 2)
-    return [vals[cut], vals[len(vals) - 1 - cut]]
+    return benchlib.bootstrap(lambda rng: [rng.choice(rounds) for _ in rounds], stat)
 
 
 def paired_ratio_intervals(rounds, modes, key="wall_s"):
