@@ -368,6 +368,32 @@ def test_short_threads_started_later_are_sampled_alone(tmp_path, libcoz):
     assert abs(cum_ms["task_long"] - own["long_ms"]) <= 0.15 * own["long_ms"], (cum_ms, own)
 
 
+def test_threads_sampled_alone_keep_their_time_off_the_cpu(tmp_path, libcoz):
+    # A thread sampled alone has its own event and ring, and the CPU rings'
+    # records of it are dropped: its own ring's switch records must then
+    # give it its time off the CPU. Each short thread here works 4 or 2 ms
+    # and then sleeps 3 ms: the alone threads' records must say that time
+    # off the CPU of their own accord (none if no switch of theirs were
+    # read), and their samples must still hold their CPU time.
+    exe = build_program("short_tasks", tmp_path)
+    path = tmp_path / "sleepy.coz"
+    r = coz_run(["-o", str(path), "--sampling-only"], [exe, "300", "4", "2", "0", "3"])
+    assert r.returncode == 0, r.stderr.decode()
+    run = profile.load(str(path)).runs[0]
+    alone = [t for t in run.threads if t.get("sampled_alone")]
+    assert len(alone) >= 150, len(run.threads)
+    # nanosleep(3 ms) keeps a thread off its CPU at least 3 ms.
+    off = sorted(t["off_cpu_ns"] / 1e6 for t in alone)
+    assert off[len(off) // 10] >= 2.9, off[:20]
+    assert sum(off) <= 3 * 3.0 * len(alone), sum(off)
+    # Their samples: each thread's CPU time c is in a sample of its period p
+    # (5 to 15 ms) with probability c / p; 4 standard deviations of that.
+    cpu_ms = sum(t["cpu_clock_ns"] for t in alone) / 1e6
+    sampled_ms = sum(t["cpu_ns"] for t in alone) / 1e6
+    sd = 10.0 * math.sqrt(sum((t["cpu_clock_ns"] / 1e7) * (1 - t["cpu_clock_ns"] / 1e7) for t in alone))
+    assert abs(sampled_ms - cpu_ms) <= 4 * sd + 10.0, (sampled_ms, cpu_ms, sd)
+
+
 def test_short_threads_are_sampled_in_proportion_when_profiling_causally(tmp_path, libcoz):
     # The causal modes' own events start each thread with a period drawn
     # uniformly from (0, p], p its first drawn period (the mean 1 ms

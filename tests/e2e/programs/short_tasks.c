@@ -9,8 +9,9 @@
  * in all (cpu_ms, the tasks'), by function (a_ms, b_ms, long_ms), and each
  * short thread's CPU time from the entry to its task function on (a_tasks,
  * b_tasks: without what ran in the thread before it, a profiler's start of
- * the thread among it).
- * Usage: short_tasks [N] [MS] [K=2|0] [LONG_MS] */
+ * the thread among it). With SLEEP_MS > 0 each short thread then sleeps
+ * that long (nanosleep) before it returns.
+ * Usage: short_tasks [N] [MS] [K=2|0] [LONG_MS] [SLEEP_MS] */
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdint.h>
@@ -18,7 +19,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-static double task_ms, long_ms;
+static double task_ms, long_ms, sleep_ms;
 static uint64_t sink;
 static sem_t *go;  /* K = 0: thread i waits on go[i - 1] */
 
@@ -39,7 +40,12 @@ static double work(uint64_t x, double ms) {
 
 /* Each returns its whole CPU time (the clock from its start) and the part
  * since its task function was entered (at `entry`). */
-static void *finish(double entry) {
+static void *finish(double entry, double sleep) {
+  if (sleep > 0) {
+    long ns = (long)(sleep * 1e6);
+    struct timespec d = {ns / 1000000000, ns % 1000000000};
+    nanosleep(&d, NULL);
+  }
   double *out = malloc(2 * sizeof *out);
   out[0] = cpu_ms();
   out[1] = out[0] - entry;
@@ -54,20 +60,20 @@ static void *task_a(void *arg) {
   double entry = cpu_ms();
   wait_turn(arg);
   work((uintptr_t)arg, task_ms);
-  return finish(entry);
+  return finish(entry, sleep_ms);
 }
 
 static void *task_b(void *arg) {
   double entry = cpu_ms();
   wait_turn(arg);
   work((uintptr_t)arg, task_ms / 2);
-  return finish(entry);
+  return finish(entry, sleep_ms);
 }
 
 static void *task_long(void *arg) {
   double entry = cpu_ms();
   work((uintptr_t)arg, long_ms);
-  return finish(entry);
+  return finish(entry, 0);
 }
 
 static int start(int id, pthread_t *t) {
@@ -95,6 +101,7 @@ int main(int argc, char **argv) {
   task_ms = argc > 2 ? atof(argv[2]) : 3;
   int k = argc > 3 ? atoi(argv[3]) : 2;
   long_ms = argc > 4 ? atof(argv[4]) : 0;
+  sleep_ms = argc > 5 ? atof(argv[5]) : 0;
   if (n < 1 || (k != 0 && k != 2)) return 2;
   double a = 0, b = 0, l = 0;
   pthread_t *t = malloc(sizeof *t * (size_t)n);
