@@ -26,15 +26,29 @@ Also printed per profiler: the median experiment length (wall time; for
 upstream, whose records hold no wall time, the effective duration, a lower
 bound) and the share of usable experiments at speedup 0.
 
-Prints a table, then a JSON summary line {"summary": "experiment_rate", ...}
-with the figures per program and the programs where ours had fewer usable
-experiments per minute or a wider median interval than upstream ("behind").
-Exit status 1 when a profiled run fails (no readable profile).
+With --reps N the whole series runs N times (rounds; the order of the
+profilers alternating with the round too), and each program's figures are
+the medians over its rounds: usable experiments per minute and median slope
+interval width, ours over upstream's as ratios, each with a 95% bootstrap
+interval over the rounds (benchlib.bootstrap; N >= 3). Issue 15's two
+targets are decided by them: `rate` (at least as many usable experiments
+per minute as upstream on every program) is missed when some program's
+rate ratio interval lies wholly under 1, met when every one lies at or
+above 1; `width` (intervals no wider) is missed when some program's width
+ratio interval lies wholly above 1, met when every one lies at or under 1;
+anything else is `not resolved`, naming the programs more rounds would
+decide. One pair of runs moves a width by a third on these VMs: with one
+round (the default) the points decide, and a different program read
+"wider" in each invocation.
 
-The machine's load changes a run's figures: read them as indicative, and
-compare profilers over several programs, not one pair of runs.
+Prints a table (a row per run), then the ratios and the verdicts, then a
+JSON summary line {"summary": "experiment_rate", ...} with the runs per
+program and round, the medians, ratios and intervals, the targets, and the
+programs where ours' medians had fewer usable experiments per minute or a
+wider median interval than upstream's ("behind"). Exit status 1 when a
+profiled run fails (no readable profile).
 
-Usage: experiment_rate.py [--short] [--seconds S] [--only NAME[,NAME]]
+Usage: experiment_rate.py [--short] [--seconds S] [--reps N] [--only NAME[,NAME]]
                           [--ours-only | --upstream-only] [--build DIR]
                           [--keep-profiles DIR] [--also NAME=LIBCOZ]
                           [--args "NAME=VALUE ..."]
@@ -133,10 +147,55 @@ def _width(line):
     return hi - lo
 
 
-def profile_one(program, who, build_dirs, libcoz, seconds, workdir, others, extra):
+def median_of(rounds, who, key):
+    """Median over rounds of who's figure `key` (rounds: [{who: figures}]);
+    None where no round has it."""
+    vals = [r[who][key] for r in rounds if r.get(who) and r[who].get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def ratio(rounds, key):
+    """Ours' median of `key` over upstream's, over the same rounds."""
+    o, u = median_of(rounds, "ours", key), median_of(rounds, "upstream", key)
+    return o / u if o is not None and u else None
+
+
+def ratio_interval(rounds, key):
+    """95% bootstrap interval of ratio(rounds, key), the rounds resampled
+    whole (a round's two runs stay together); None under 3 rounds."""
+    if len(rounds) < 3:
+        return None
+    return benchlib.bootstrap(lambda rng: [rng.choice(rounds) for _ in rounds], lambda rs: ratio(rs, key))
+
+
+def decide(per_program, want_above):
+    """A target over programs' ratios ({program: {"ratio", "interval"}}):
+    want_above (rate: ours' ratio >= 1) or not (width: <= 1). Missed when
+    some interval lies wholly on the wrong side of 1, met when every one
+    lies on the right side, else not resolved; a program without an interval
+    decides by its point, one without a ratio (a profiler without figures
+    there) leaves the target not resolved."""
+    wrong, across = [], []
+    for program, f in per_program.items():
+        r, iv = f.get("ratio"), f.get("interval")
+        if r is None:
+            across.append(program)
+            continue
+        if iv is None:
+            iv = [r, r]
+        lo, hi = iv
+        if (hi < 1.0) if want_above else (lo > 1.0):
+            wrong.append(program)
+        elif (lo < 1.0) if want_above else (hi > 1.0):
+            across.append(program)
+    verdict = "missed" if wrong else "not resolved" if across else "met"
+    return {"verdict": verdict, "wrong_side": wrong, "across": across}
+
+
+def profile_one(program, who, build_dirs, libcoz, seconds, workdir, others, extra, tag=""):
     name, normal, _ = WORK[program]
     args = [f"{name}={normal * WORK_FACTOR}", *extra]
-    output = os.path.join(workdir, f"{program}.{who}.coz")
+    output = os.path.join(workdir, f"{program}.{who}{tag}.coz")
     if os.path.exists(output):
         os.unlink(output)
     if who != "upstream":
@@ -171,6 +230,8 @@ def main():
     ap.add_argument("--short", action="store_true",
                     help=f"{', '.join(SHORT_PROGRAMS)} for {SHORT_SECONDS:g} s each (smoke test)")
     ap.add_argument("--seconds", type=float, help=f"wall time of each profiled run (default {SECONDS:g})")
+    ap.add_argument("--reps", type=int, default=1,
+                    help="rounds of the whole series; 3 or more give each ratio an interval (default 1)")
     ap.add_argument("--only", help="comma-separated program names")
     who = ap.add_mutually_exclusive_group()
     who.add_argument("--ours-only", action="store_true")
@@ -201,55 +262,89 @@ def main():
           f"work x{WORK_FACTOR}" + (f"; arguments added: {opts.args}" if opts.args else ""))
     print("# usable: experiments in a causal curve (the analysis' rule); width: median 95% slope "
           f"interval over the top {TOP_LINES} lines (common to both, or each profile's own)")
-    print(f"{'program':<14} {'who':<9} {'exps':>5} {'usable':>6} {'sped':>5} {'/min':>6} {'sped/min':>8} "
-          f"{'0% share':>8} {'len s':>6} {'width':>6} {'drift':>5}  lines")
-    results, failures, behind = {}, [], []
-    for i, program in enumerate(programs):
-        ours_side = ["ours", *others] if use_ours else list(others)
-        order = ours_side + ["upstream"] if i % 2 == 0 else ["upstream"] + ours_side
-        got = {}
-        for w in order:
-            if w == "upstream" and not use_upstream:
-                continue
-            try:
-                got[w] = profile_one(program, w, build_dirs, libcoz, seconds, workdir, others,
-                                     opts.args.split())
-            except (BenchError, OSError) as e:
-                failures.append(f"{w} on {program}: {e}")
-                print(f"# {w} on {program} failed: {e}", file=sys.stderr)
-        widths, chosen = slope_widths(got.get("ours"), got.get("upstream"))
-        chosen = {"ours": chosen, "upstream": chosen}
-        for name in others:
-            if name in got:  # its top lines: those it shares with upstream
-                w, chosen[name] = slope_widths(got[name], got.get("upstream"))
-                widths[name] = w.get("ours", (None, 0, 0))
-        results[program] = {}
-        for w in ("ours", *others, "upstream"):
-            f = got.get(w)
-            if f is None:
-                continue
-            f["width"], f["drift_corrected"], f["top_lines"] = widths.get(w, (None, 0, 0))
-            f["width_lines"] = chosen[w]
-            length = fmt(f["median_length_s"], ".2f") + ("" if f["length_is_wall"] else "*")
-            print(f"{program:<14} {w:<9} {f['experiments']:>5} {f['usable']:>6} {f['sped_up']:>5} "
-                  f"{f['per_minute']:>6.1f} {f['sped_up_per_minute']:>8.1f} {fmt(f['zero_share'], '.2f'):>8} "
-                  f"{length:>6} {fmt(f['width'], '.3f'):>6} {f['drift_corrected']:>3}/{f['top_lines']}  "
-                  f"{len(f['_lines'])} {chosen[w]}")
-            results[program][w] = {k: v for k, v in f.items() if not k.startswith("_")}
-        o, u = got.get("ours"), got.get("upstream")
-        if o and u:
-            slower = o["per_minute"] < u["per_minute"]
-            wider = o["width"] is not None and u["width"] is not None and o["width"] > u["width"]
-            if slower or wider:
-                behind.append(program + (" (rate)" if slower else "") + (" (width)" if wider else ""))
-        sys.stdout.flush()
+    print(f"{'program':<14} {'who':<9} {'round':>5} {'exps':>5} {'usable':>6} {'sped':>5} {'/min':>6} "
+          f"{'sped/min':>8} {'0% share':>8} {'len s':>6} {'width':>6} {'drift':>5}  lines")
+    runs = {program: [] for program in programs}  # per program, a {who: figures} per round
+    failures = []
+    for k in range(opts.reps):
+        for i, program in enumerate(programs):
+            ours_side = ["ours", *others] if use_ours else list(others)
+            order = ours_side + ["upstream"] if (i + k) % 2 == 0 else ["upstream"] + ours_side
+            got = {}
+            for w in order:
+                if w == "upstream" and not use_upstream:
+                    continue
+                try:
+                    got[w] = profile_one(program, w, build_dirs, libcoz, seconds, workdir, others,
+                                         opts.args.split(), f".r{k + 1}" if opts.reps > 1 else "")
+                except (BenchError, OSError) as e:
+                    failures.append(f"{w} on {program}: {e}")
+                    print(f"# {w} on {program} failed: {e}", file=sys.stderr)
+            widths, chosen = slope_widths(got.get("ours"), got.get("upstream"))
+            chosen = {"ours": chosen, "upstream": chosen}
+            for name in others:
+                if name in got:  # its top lines: those it shares with upstream
+                    w, chosen[name] = slope_widths(got[name], got.get("upstream"))
+                    widths[name] = w.get("ours", (None, 0, 0))
+            kept = {}
+            for w in ("ours", *others, "upstream"):
+                f = got.get(w)
+                if f is None:
+                    continue
+                f["width"], f["drift_corrected"], f["top_lines"] = widths.get(w, (None, 0, 0))
+                f["width_lines"] = chosen[w]
+                length = fmt(f["median_length_s"], ".2f") + ("" if f["length_is_wall"] else "*")
+                print(f"{program:<14} {w:<9} {k + 1:>5} {f['experiments']:>5} {f['usable']:>6} {f['sped_up']:>5} "
+                      f"{f['per_minute']:>6.1f} {f['sped_up_per_minute']:>8.1f} {fmt(f['zero_share'], '.2f'):>8} "
+                      f"{length:>6} {fmt(f['width'], '.3f'):>6} {f['drift_corrected']:>3}/{f['top_lines']}  "
+                      f"{len(f['_lines'])} {chosen[w]}")
+                kept[w] = {k2: v for k2, v in f.items() if not k2.startswith("_")}
+            runs[program].append(kept)
+            sys.stdout.flush()
     print("# len s: median experiment length, wall time (* upstream: effective duration, its records "
           "hold no wall time); drift: top lines whose baselines showed drift (local baselines: wider, "
           "honest intervals); lines: curves, and which top lines")
+
+    results, behind = {}, []
+    rate, width = {}, {}
+    for program, rounds in runs.items():
+        results[program] = {"runs": rounds, "median": {
+            w: {"per_minute": median_of(rounds, w, "per_minute"), "width": median_of(rounds, w, "width")}
+            for w in ("ours", *others, "upstream") if any(r.get(w) for r in rounds)}}
+        if not use_ours or not use_upstream:
+            continue
+        rate[program] = {"ratio": ratio(rounds, "per_minute"), "interval": ratio_interval(rounds, "per_minute")}
+        width[program] = {"ratio": ratio(rounds, "width"), "interval": ratio_interval(rounds, "width")}
+        results[program].update({"rate_ratio": rate[program]["ratio"], "rate_interval": rate[program]["interval"],
+                                 "width_ratio": width[program]["ratio"],
+                                 "width_interval": width[program]["interval"]})
+        r, w = rate[program]["ratio"], width[program]["ratio"]
+        slower, wider = r is not None and r < 1.0, w is not None and w > 1.0
+        if slower or wider:
+            behind.append(program + (" (rate)" if slower else "") + (" (width)" if wider else ""))
+    targets = {}
+    if rate:
+        def iv(x):
+            return "" if x is None else f" ({benchlib.INTERVAL_LEVEL:.0%} interval {x[0]:.2f} to {x[1]:.2f})"
+        print(f"# ours / upstream over {opts.reps} round(s), medians:")
+        for program in rate:
+            print(f"#   {program:<14} usable/min x{fmt(rate[program]['ratio'], '.2f')}"
+                  f"{iv(rate[program]['interval'])}; width x{fmt(width[program]['ratio'], '.2f')}"
+                  f"{iv(width[program]['interval'])}")
+        targets = {"rate": decide(rate, True), "width": decide(width, False)}
+        for name, what in (("rate", "usable experiments per minute >= upstream's"),
+                           ("width", "median slope interval width <= upstream's")):
+            t = targets[name]
+            detail = "; ".join(x for x in (
+                ("wrong side: " + ", ".join(t["wrong_side"])) if t["wrong_side"] else "",
+                ("intervals across 1: " + ", ".join(t["across"])) if t["across"] else "") if x)
+            by = "" if opts.reps >= 3 else " (by the points: --reps 3 or more give intervals)"
+            print(f"# target {what} on every program: {t['verdict']}{by}" + (f" ({detail})" if detail else ""))
     print(f"# load average at end {benchlib.load_average()}")
     if behind:
-        print(f"# ours behind upstream on: {', '.join(behind)}")
-    print(json.dumps({"summary": "experiment_rate", "seconds": seconds, "programs": results,
+        print(f"# ours behind upstream on (medians): {', '.join(behind)}")
+    print(json.dumps({"summary": "experiment_rate", "seconds": seconds, "reps": opts.reps,
+                      "interval_level": benchlib.INTERVAL_LEVEL, "programs": results, "targets": targets,
                       "behind": behind, "failures": failures, "skipped": skipped}))
     if not opts.keep_profiles:
         benchlib.cleanup(workdir)
