@@ -362,9 +362,7 @@ def error_verdict(mean, interval, target, profile_reps):
     spread out of it."""
     if mean is None or interval is None or profile_reps < VERDICT_PROFILE_REPS:
         return "not resolved"
-    if interval[0] > target:
-        return "missed"
-    return "met" if interval[1] <= target else "not resolved"
+    return benchlib.judge([("mean", mean, interval)], target)[2]
 
 
 def interpolate(pairs, x):

@@ -322,6 +322,35 @@ def bootstrap(resample, stat, level=INTERVAL_LEVEL, draws=BOOTSTRAP_DRAWS, seed=
     return [vals[cut], vals[len(vals) - 1 - cut]]
 
 
+def bootstrap_rounds(rounds, stat):
+    """bootstrap() of stat over resamples of `rounds`, each round drawn
+    whole (the runs of one round stay together); None under 3 rounds."""
+    if len(rounds) < 3:
+        return None
+    return bootstrap(lambda rng: [rng.choice(rounds) for _ in rounds], stat)
+
+
+def judge(found, bound, upper=True):
+    """A target's verdict from its figures, found = [(name, point,
+    interval or None)]: the figure must stay at or under `bound` (upper),
+    or at or over it. Returns (wrong, across, verdict): the names whose
+    interval lies wholly on the wrong side, those whose interval holds the
+    bound, and "missed" when some lies on the wrong side, "not resolved"
+    when some holds it, else "met". A figure without an interval is judged
+    by its point."""
+    wrong, across = [], []
+    for name, point, iv in found:
+        lo, hi = iv if iv else (point, point)
+        b = bound
+        if not upper:  # the mirror image: at or over the bound
+            lo, hi, b = -hi, -lo, -bound
+        if lo > b:
+            wrong.append(name)
+        elif hi > b:
+            across.append(name)
+    return wrong, across, "missed" if wrong else "not resolved" if across else "met"
+
+
 def load_average():
     try:
         return os.getloadavg()[0]

@@ -150,8 +150,7 @@ def _width(line):
 def median_of(rounds, who, key):
     """Median over rounds of who's figure `key` (rounds: [{who: figures}]);
     None where no round has it."""
-    vals = [r[who][key] for r in rounds if r.get(who) and r[who].get(key) is not None]
-    return statistics.median(vals) if vals else None
+    return benchlib.median([r[who][key] for r in rounds if r.get(who) and r[who].get(key) is not None])
 
 
 def ratio(rounds, key):
@@ -163,9 +162,7 @@ def ratio(rounds, key):
 def ratio_interval(rounds, key):
     """95% bootstrap interval of ratio(rounds, key), the rounds resampled
     whole (a round's two runs stay together); None under 3 rounds."""
-    if len(rounds) < 3:
-        return None
-    return benchlib.bootstrap(lambda rng: [rng.choice(rounds) for _ in rounds], lambda rs: ratio(rs, key))
+    return benchlib.bootstrap_rounds(rounds, lambda rs: ratio(rs, key))
 
 
 def decide(per_program, want_above):
@@ -175,20 +172,12 @@ def decide(per_program, want_above):
     lies on the right side, else not resolved; a program without an interval
     decides by its point, one without a ratio (a profiler without figures
     there) leaves the target not resolved."""
-    wrong, across = [], []
-    for program, f in per_program.items():
-        r, iv = f.get("ratio"), f.get("interval")
-        if r is None:
-            across.append(program)
-            continue
-        if iv is None:
-            iv = [r, r]
-        lo, hi = iv
-        if (hi < 1.0) if want_above else (lo > 1.0):
-            wrong.append(program)
-        elif (lo < 1.0) if want_above else (hi > 1.0):
-            across.append(program)
-    verdict = "missed" if wrong else "not resolved" if across else "met"
+    wrong, across, verdict = benchlib.judge(
+        [(p, f["ratio"], f.get("interval")) for p, f in per_program.items() if f.get("ratio") is not None],
+        1.0, upper=not want_above)
+    across += [p for p, f in per_program.items() if f.get("ratio") is None]
+    if across and verdict == "met":
+        verdict = "not resolved"
     return {"verdict": verdict, "wrong_side": wrong, "across": across}
 
 

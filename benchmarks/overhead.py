@@ -142,8 +142,8 @@ def ratios(med):
 
 # The intervals beside the slowdowns: a percentile bootstrap over the rounds
 # (each round resampled whole, so a pair stays a pair), seeded so that the
-# same runs give the same figures (benchlib.bootstrap). A target is decided
-# by them: one program's interval wholly above it is a miss, every interval
+# same runs give the same figures (benchlib.bootstrap_rounds). A target is
+# decided by them (benchlib.judge): one program's interval wholly above it is a miss, every interval
 # at or under it a pass, anything else not resolved at this many rounds.
 # With five rounds one paired ratio moves 2-3% on a VM whose speed flips
 # (the standard deviation measured on 2026-12-02), as much as the 2% target
@@ -152,18 +152,9 @@ def ratios(med):
 INTERVAL_LEVEL = benchlib.INTERVAL_LEVEL
 
 
-def bootstrap_interval(rounds, stat):
-    """[lo, hi]: the central INTERVAL_LEVEL of `stat` over resamples (with
-    replacement) of `rounds`; None with fewer than 3 rounds, or where `stat`
-    gives None for most resamples."""
-    if len(rounds) < 3:
-        return None
-    return benchlib.bootstrap(lambda rng: [rng.choice(rounds) for _ in rounds], stat)
-
-
 def paired_ratio_intervals(rounds, modes, key="wall_s"):
     """{mode: bootstrap interval of paired_ratios' figure for it}."""
-    return {m: bootstrap_interval(rounds, lambda rs, m=m: paired_ratios(rs, [m], key)[m]) for m in modes
+    return {m: benchlib.bootstrap_rounds(rounds, lambda rs, m=m: paired_ratios(rs, [m], key)[m]) for m in modes
             if m != "plain"}
 
 
@@ -173,7 +164,7 @@ def excess_interval(rounds):
     def stat(rs):
         r = paired_ratios(rs, ["ours_causal", "upstream_causal"])
         return excess_ratio(r["ours_causal"], r["upstream_causal"])
-    return bootstrap_interval([x for x in rounds if x.get("ours_causal") and x.get("upstream_causal")], stat)
+    return benchlib.bootstrap_rounds([x for x in rounds if x.get("ours_causal") and x.get("upstream_causal")], stat)
 
 
 def paired_ratios(rounds, modes, key="wall_s"):
@@ -552,9 +543,7 @@ def worst(rows, value, target, keep=lambda r: True, interval=lambda r: None):
         return {"target": target, "worst": None, "program": None, "met": None, "interval": None,
                 "above": [], "across": [], "verdict": None}
     v, prog, iv = max(found, key=lambda f: f[0])
-    above = [p for x, p, i in found if (i[0] if i else x) > target]
-    across = [p for x, p, i in found if i and i[0] <= target < i[1]]
-    verdict = "missed" if above else "not resolved" if across else "met"
+    above, across, verdict = benchlib.judge([(p, x, i) for x, p, i in found], target)
     return {"target": target, "worst": v, "program": prog, "met": v <= target, "interval": iv,
             "above": above, "across": across, "verdict": verdict}
 
