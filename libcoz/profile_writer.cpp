@@ -401,7 +401,8 @@ std::string ProfileWriter::format_counters(const CountersRecord& r) const {
          std::to_string(r.minor_faults) + ",\"major\":" + std::to_string(r.major_faults) + "},\"migrations\":" +
          (r.migrations < 0 ? std::string("null") : std::to_string(r.migrations)) + ",\"children\":{\"cpu_ns\":" +
          std::to_string(r.children_cpu_ns) + ",\"profiled\":" + (r.children_profiled ? "true" : "false") +
-         "},\"hardware\":" + hw +
+         "},\"profiler_cpu_ns\":" + (r.profiler_cpu_ns < 0 ? std::string("null") : std::to_string(r.profiler_cpu_ns)) +
+         ",\"hardware\":" + hw +
          ",\"hardware_unavailable\":" + opt_string(r.hardware_unavailable) + ",\"wall_ns\":" +
          std::to_string(r.wall_ns) + "}\n";
 }

@@ -167,6 +167,9 @@ struct CountersRecord {
   // whether they were profiled (each in its own file, --follow-children).
   uint64_t children_cpu_ns = 0;
   bool children_profiled = false;
+  // The profiler thread's own CPU time, user and system (part of the
+  // above): what the profiler costs in CPU; -1 where not read.
+  int64_t profiler_cpu_ns = -1;
   std::vector<std::pair<std::string, uint64_t>> hardware;  // empty: unavailable
   std::string hardware_unavailable;
 };

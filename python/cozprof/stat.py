@@ -49,6 +49,7 @@ def run_stat(run):
         "page_faults": {"minor": minor, "major": major, "total": minor + major},
         "migrations": c.get("migrations") if isinstance(c.get("migrations"), int) else None,
         "children": children_of(c),
+        "profiler_cpu_ns": _opt_int(c.get("profiler_cpu_ns")),
         "hardware": dict(hw) if hw else None,
         "hardware_unavailable": c.get("hardware_unavailable") if not hw else None,
         "per_second": {
@@ -68,6 +69,10 @@ def children_of(counters):
     if not isinstance(ch, dict) or not isinstance(ch.get("cpu_ns"), int):
         return None
     return {"cpu_ns": ch["cpu_ns"], "profiled": ch.get("profiled") is True}
+
+
+def _opt_int(v):
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
 def _num(v):
@@ -110,6 +115,10 @@ def _format_one(s):
     rows.append((ms(s["task_clock_ns"]), "task-clock", cpus))
     rows.append((ms(s["user_ns"]), "user", ""))
     rows.append((ms(s["system_ns"]), "sys", ""))
+    own = s["profiler_cpu_ns"]
+    if own is not None:
+        share = f"{100 * own / s['task_clock_ns']:.2f}% of task-clock" if s["task_clock_ns"] else ""
+        rows.append((ms(own), "profiler-thread", share))
     cs = s["context_switches"]
     rows.append((f"{cs['total']:,}", "context-switches", _rate(s["per_second"]["context_switches"])))
     rows.append((f"{cs['voluntary']:,}", "  voluntary", ""))

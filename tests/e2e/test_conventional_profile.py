@@ -204,6 +204,11 @@ def test_stat_of_a_real_run(run):
     # The run's CPU time covers what the program measured in its own threads.
     m = run["measured"]
     assert c["task_clock_ns"] >= 0.9 * (m["alpha_ns"] + m["beta_ns"] + m["gamma_ns"])
+    # The profiler thread's own CPU time: some, and apart from the program's
+    # threads' (their measured calls and it fit in the process's task clock).
+    own = c["profiler_cpu_ns"]
+    assert 0 < own and own + m["alpha_ns"] + m["beta_ns"] + m["gamma_ns"] <= c["task_clock_ns"], (own, m, c)
+    assert f"{own / 1e6:,.2f} msec  profiler-thread" in out
 
 
 @pytest.mark.parametrize("mode", [["--sampling-only"], []], ids=["cpu-rings", "per-thread"])

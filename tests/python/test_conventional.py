@@ -439,6 +439,28 @@ def test_stat_children(tmp_path, capsys):
                                                                           "profiled": False}
 
 
+def test_stat_profiler_thread(tmp_path, capsys):
+    # 30 ms of the run's 2000 ms of task clock were the profiler thread's.
+    w = ProfileWriter()
+    w.add(["main"], 1)
+    w.counters(profiler_cpu_ns=30_000_000)
+    path = w.write(tmp_path / "p.coz")
+    assert cli.main(["report", "--stat", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "30.00 msec  profiler-thread   #  1.50% of task-clock" in out
+    assert cli.main(["report", "--stat", "--json", "-", str(path)]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"][0]["profiler_cpu_ns"] == 30_000_000
+    # Profiles of runtimes that did not write it: no row, null in JSON.
+    w = ProfileWriter()
+    w.add(["main"], 1)
+    w.counters()
+    path = w.write(tmp_path / "q.coz")
+    assert cli.main(["report", "--stat", str(path)]) == 0
+    assert "profiler-thread" not in capsys.readouterr().out
+    assert cli.main(["report", "--stat", "--json", "-", str(path)]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"][0]["profiler_cpu_ns"] is None
+
+
 def test_stat_run_stat_without_counters(tmp_path):
     w = ProfileWriter()
     w.add(["main"], 1)
