@@ -180,6 +180,15 @@ def check_profile(output, what, complete=True):
         raise BenchError(f"{what}: its profile {output} holds no run")
     if complete and prof.shutdown_stats()["abrupt_runs"]:
         raise BenchError(f"{what}: its profile {output} has no shutdown record (the run ended abruptly)")
+    return prof
+
+
+def profiler_cpu_s(prof):
+    """The profiler thread's CPU time over the profile's runs (their counters'
+    `profiler_cpu_ns`), in seconds; None when no run recorded it."""
+    own = [r.counters.get("profiler_cpu_ns") for r in prof.runs if r.counters]
+    own = [v for v in own if isinstance(v, int) and not isinstance(v, bool)]
+    return sum(own) / 1e9 if own else None
 
 
 def coz_front():
@@ -213,7 +222,9 @@ def run_ours(cmd, libcoz, output, fixed_line=None, fixed_speedup=None, extra=(),
     full = [*coz_command(python_dir), "run", *opts, *extra, "---", *cmd]
     res = _run(full, ours_env(libcoz, python_dir), "our coz run", cwd=os.path.dirname(output),
                result=result)
-    check_profile(output, "our coz run")
+    prof = check_profile(output, "our coz run")
+    if isinstance(res, dict):
+        res["profiler_cpu_s"] = profiler_cpu_s(prof)  # (None where the runtime did not record it)
     return res
 
 

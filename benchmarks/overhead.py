@@ -281,12 +281,15 @@ def slowdowns(programs, build_dirs, libcoz, use_ours, use_upstream, reps, short,
         if use_ours and use_upstream and excess is None and ratio.get("upstream_causal") is not None:
             notes.append("upstream measured no slowdown: no excess ratio")
         inside = medians(results, "elapsed_s")
+        own = {m: benchlib.median([x["profiler_cpu_s"] for x in rs if x.get("profiler_cpu_s") is not None])
+               for m, rs in results.items() if m != "plain" and m != "perf_record"}
         rows.append({"program": prog, "cpu_bound": prog not in NOT_CPU_BOUND, "wall_s": wall,
                      "ratio": ratio, "ratio_interval": paired_ratio_intervals(rounds, wall),
                      "causal_excess_interval": excess_interval(rounds) if excess is not None else None,
                      "ratio_of_medians": ratios(wall), "in_program_s": inside,
                      "in_program_ratio": paired_ratios(rounds, inside, "elapsed_s"),
                      "in_program_ratio_of_medians": ratios(inside), "rounds": len(rounds),
+                     "profiler_cpu_s": {m: v for m, v in own.items() if v is not None},
                      "causal_excess_vs_upstream": excess, "notes": notes,
                      "failures": failures})
     return rows
@@ -634,6 +637,24 @@ def print_in_program(rows, others=()):
         f"{m} x{fmt(geomean(rows, m, 'in_program_ratio'), '.3f')}" for m in modes[1:]))
 
 
+def print_profiler_cpu(rows):
+    """Our profiler thread's own CPU time in each of our modes (the counters'
+    profiler_cpu_ns, medians), and its share of the plain run's wall time:
+    where the program's threads want every core, about what it takes from
+    them."""
+    modes = sorted({m for r in rows for m in r.get("profiler_cpu_s", {})})
+    if not modes:
+        return
+    print("# our profiler thread's CPU time (median), and its share of the plain run's wall time")
+    print(f"{'program':<14} " + " ".join(f"{m:>16}" for m in modes))
+    for r in rows:
+        cells = []
+        for m in modes:
+            v, plain = r["profiler_cpu_s"].get(m), r["wall_s"].get("plain")
+            cells.append(f"{v * 1e3:.1f}ms {v / plain:.2%}" if v is not None and plain else "n/a")
+        print(f"{r['program']:<14} " + " ".join(f"{c:>16}" for c in cells))
+
+
 def print_locks(rows):
     modes = ["plain", "ours_locks", "ours_locks_no_counters"]
     print(f"{'lock program':<18} " + " ".join(f"{m:>22}" for m in modes)
@@ -746,6 +767,7 @@ def main(argv=None):
                 errors.append(str(e))
             print_slowdowns(rows, others, others_causal)
             print_in_program(rows, others)
+            print_profiler_cpu(rows)
         if lock_programs and use_ours:
             try:
                 lock_rows = lock_counters(lock_programs, build_dirs, libcoz, lock_reps, args.short, workdir)

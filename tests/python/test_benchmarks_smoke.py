@@ -196,6 +196,9 @@ def test_overhead_short_ours(overhead_run):
     for r in s["programs"]:
         for mode in ("ours_sampling", "ours_causal"):
             assert r["wall_s"][mode] > 0 and r["ratio"][mode] > 0, (mode, r)
+            # The profiler thread's CPU time, from the profiles: some, within the run.
+            assert 0 < r["profiler_cpu_s"][mode] < r["wall_s"][mode], (mode, r)
+        assert "upstream_causal" not in r["profiler_cpu_s"], r
     for r in s["locks"]:
         for mode in ("ours_locks", "ours_locks_no_counters"):
             assert r["wall_s"][mode] > 0 and r["ratio"][mode] > 0, (mode, r)
