@@ -602,18 +602,23 @@ def print_targets(t):
         print(f"# target {what} <= {target}: worst {vfmt.format(x['worst'] * scale)}{where}: {verdict}{detail}")
 
 
+def print_program_table(rows, modes, cell, header_tail="", tail=lambda r: ""):
+    """A row per program, a column per mode (cell(row, mode) gives its text),
+    and `tail(row)` after the columns ("header_tail" over it)."""
+    print(f"{'program':<14} " + " ".join(f"{m:>16}" for m in modes) + header_tail)
+    for r in rows:
+        print(f"{r['program']:<14} " + " ".join(f"{cell(r, m):>16}" for m in modes) + tail(r))
+
+
 def print_slowdowns(rows, others=(), others_causal=()):
     modes = ["plain", "ours_sampling", *[f"{n}_sampling" for n in others], "ours_causal",
              *[f"{n}_causal" for n in others_causal], "upstream_causal"]
-    print(f"{'program':<14} " + " ".join(f"{m:>16}" for m in modes) + f" {'excess/up':>9}")
-    for r in rows:
-        cells = []
-        for m in modes:
-            w, q = r["wall_s"].get(m), r["ratio"].get(m)
-            cells.append(f"{fmt(w, '.2f')}s x{fmt(q, '.3f')}" if w is not None else "n/a")
-        print(f"{r['program']:<14} " + " ".join(f"{c:>16}" for c in cells)
-              + f" {fmt(r['causal_excess_vs_upstream'], '.2f'):>9}"
-              + ("  " + "; ".join(r["notes"]) if r["notes"] else ""))
+    def cell(r, m):
+        w, q = r["wall_s"].get(m), r["ratio"].get(m)
+        return f"{fmt(w, '.2f')}s x{fmt(q, '.3f')}" if w is not None else "n/a"
+    print_program_table(rows, modes, cell, f" {'excess/up':>9}",
+                        lambda r: f" {fmt(r['causal_excess_vs_upstream'], '.2f'):>9}"
+                        + ("  " + "; ".join(r["notes"]) if r["notes"] else ""))
     print("# geomean slowdown: " + ", ".join(f"{m} x{fmt(geomean(rows, m), '.3f')}" for m in modes[1:]))
 
 
@@ -626,13 +631,10 @@ def print_in_program(rows, others=()):
     if not any(r["in_program_s"].get("perf_record") for r in rows) and not others:
         return
     print("# in-program time (the program's own elapsed_s), sampling-only beside perf record")
-    print(f"{'program':<14} " + " ".join(f"{m:>16}" for m in modes))
-    for r in rows:
-        cells = []
-        for m in modes:
-            v, q = r["in_program_s"].get(m), r["in_program_ratio"].get(m)
-            cells.append(f"{v:.2f}s x{fmt(q, '.3f')}" if v is not None else "n/a")
-        print(f"{r['program']:<14} " + " ".join(f"{c:>16}" for c in cells))
+    def cell(r, m):
+        v, q = r["in_program_s"].get(m), r["in_program_ratio"].get(m)
+        return f"{v:.2f}s x{fmt(q, '.3f')}" if v is not None else "n/a"
+    print_program_table(rows, modes, cell)
     print("# geomean in-program slowdown: " + ", ".join(
         f"{m} x{fmt(geomean(rows, m, 'in_program_ratio'), '.3f')}" for m in modes[1:]))
 
@@ -646,13 +648,10 @@ def print_profiler_cpu(rows):
     if not modes:
         return
     print("# our profiler thread's CPU time (median), and its share of the plain run's wall time")
-    print(f"{'program':<14} " + " ".join(f"{m:>16}" for m in modes))
-    for r in rows:
-        cells = []
-        for m in modes:
-            v, plain = r["profiler_cpu_s"].get(m), r["wall_s"].get("plain")
-            cells.append(f"{v * 1e3:.1f}ms {v / plain:.2%}" if v is not None and plain else "n/a")
-        print(f"{r['program']:<14} " + " ".join(f"{c:>16}" for c in cells))
+    def cell(r, m):
+        v, plain = r["profiler_cpu_s"].get(m), r["wall_s"].get("plain")
+        return f"{v * 1e3:.1f}ms {v / plain:.2%}" if v is not None and plain else "n/a"
+    print_program_table(rows, modes, cell)
 
 
 def print_locks(rows):

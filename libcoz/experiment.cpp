@@ -1029,9 +1029,7 @@ void Profiler::write_counters() {
                         static_cast<uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
   c.children_profiled = config_.follow_children;
   // (write_final runs in the profiler thread: its clock is the profiler's.)
-  timespec own{};
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own) == 0)
-    c.profiler_cpu_ns = static_cast<int64_t>(own.tv_sec) * 1000000000ll + own.tv_nsec;
+  c.profiler_cpu_ns = static_cast<int64_t>(clock_ns(CLOCK_THREAD_CPUTIME_ID));
   // Migrations: with the CPU rings, the moves they showed (reading each
   // thread's /proc/self/task/N/sched at its end cost it about 30 us, a third
   // of sampling-only's whole cost per thread start and end); else the ended
