@@ -27,7 +27,17 @@ otherwise) prints:
 and each figure with drift and without. Last line: a JSON summary
 {"summary": "speedup_design", ...}. Seeded: the same figures every time.
 
-Usage: speedup_design.py [--runs N] [--seed S]
+--delay-noise E adds what the simulator otherwise leaves out: the noise of
+the delay an experiment inserts, which the runtime counts from samples of
+the line (docs/analysis.md, "What the intervals miss: the delay's own
+noise"). Each sped-up experiment's effective duration x = wall - D is then
+recorded with an error of variance E * s * D (E in units of the initial
+experiment length: 0.01 is a sampling period of 1 ms against 100 ms
+experiments, what a count of Poisson hits of one period each would give),
+while its visits follow the true duration. --runtime-only simulates the
+runtime's design alone (seconds, not minutes).
+
+Usage: speedup_design.py [--runs N] [--seed S] [--delay-noise E] [--runtime-only]
 """
 
 import argparse
@@ -71,14 +81,25 @@ def cost(zero, lv):
     return (1 - zero) * float(np.mean(lv))
 
 
-def simulate(zero, lv, runs, seed, min_points=3):
+def with_delay_noise(d, gain, s, x, noise, rng):
+    """x as the runtime would record it when the delay D it subtracts was counted
+    with an error of variance noise * s * D (the visits keep the true x)."""
+    share = max(gain, 0.0) + d["share"] * (0.85 - max(gain, 0.0))  # as realize's
+    delay = x * s * share / (1 - s * share)
+    err = rng.standard_normal(len(x)) * np.sqrt(noise * s * delay)
+    return np.maximum(x - err, 0.01 * (x + delay))
+
+
+def simulate(zero, lv, runs, seed, min_points=3, delay_noise=0.0, experiments=None):
     out = []
     for k in range(runs):
         drift = k % 2 == 1
         gain = GAINS[(k // 2) % len(GAINS)]
         rng = np.random.default_rng([seed, k])
-        d = design(rng, drift, zero_share=zero, levels=lv)
+        d = design(rng, drift, zero_share=zero, levels=lv, n=experiments)
         s, x, c = realize(d, gain)
+        if delay_noise:
+            x = with_delay_noise(d, gain, s, x, delay_noise, np.random.default_rng([seed, k, 1]))
         est = estimator.estimate(s, x, c, drift_min_baselines=estimator.DRIFT_MIN_BASELINES)
         if est is None or len(est["speedups"]) < min_points:
             out.append({"drift": drift, "curve": False})
@@ -106,16 +127,28 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=1600, help="simulated runs per design (default 1600)")
     ap.add_argument("--seed", type=int, default=20261125)
+    ap.add_argument("--delay-noise", type=float, default=0.0, metavar="E",
+                    help="error of each experiment's delay, variance E * s * D (default 0: none)")
+    ap.add_argument("--runtime-only", action="store_true", help="only the runtime's design")
+    ap.add_argument("--experiments", type=int, default=None, metavar="N",
+                    help="experiments per run (default: 20 to 60, drawn)")
     opts = ap.parse_args()
+    if opts.delay_noise < 0:
+        ap.error("--delay-noise must be 0 or more")
+    if opts.experiments is not None and opts.experiments < 4:
+        ap.error("--experiments must be 4 or more")
+    designs = [dd for dd in DESIGNS if not opts.runtime_only or dd[:2] == RUNTIME_DESIGN]
     print(f"# {opts.runs} simulated runs per design (half with drift), seed {opts.seed}; "
-          "the same runs for every design")
+          f"the same runs for every design; delay noise {opts.delay_noise:g}; "
+          f"experiments per run {opts.experiments or '20 to 60'}")
     print(f"{'0% share':>8} {'speedups':<14} {'width':>6} {'rmse':>6} {'cover':>6} {'points':>6} "
-          f"{'curve':>6} {'cost':>6} {'w@cost':>6} | {'no drift: width':>15} {'rmse':>6} | "
+          f"{'curve':>6} {'cost':>6} {'w@cost':>6} | {'no drift: width':>15} {'rmse':>6} {'cover':>6} | "
           f"{'drift: width':>12} {'rmse':>6} {'cover':>6}")
     table = []
     cost0 = next(cost(z, lv) for z, n, lv in DESIGNS if (z, n) == RUNTIME_DESIGN)
-    for zero, name, lv in DESIGNS:
-        res = simulate(zero, lv, opts.runs, opts.seed)
+    for zero, name, lv in designs:
+        res = simulate(zero, lv, opts.runs, opts.seed, delay_noise=opts.delay_noise,
+                       experiments=opts.experiments)
         a = summarize(res)
         nd = summarize([r for r in res if not r["drift"]])
         dr = summarize([r for r in res if r["drift"]])
@@ -124,12 +157,13 @@ def main():
         a["width_at_cost"] = a["width"] * float(np.sqrt(c / cost0))
         print(f"{zero:>8.2f} {name:<14} {a['width']:>6.3f} {a['rmse']:>6.3f} {a['cover']:>6.3f} "
               f"{a['points']:>6.3f} {a['curve']:>6.3f} {c:>6.3f} {a['width_at_cost']:>6.3f} | "
-              f"{nd['width']:>15.3f} {nd['rmse']:>6.3f} | "
+              f"{nd['width']:>15.3f} {nd['rmse']:>6.3f} {nd['cover']:>6.3f} | "
               f"{dr['width']:>12.3f} {dr['rmse']:>6.3f} {dr['cover']:>6.3f}")
         sys.stdout.flush()
         table.append({"zero_share": round(zero, 4), "speedups": name, **a,
                       "no_drift": nd, "drift": dr})
-    print(json.dumps({"summary": "speedup_design", "runs": opts.runs, "seed": opts.seed, "designs": table}))
+    print(json.dumps({"summary": "speedup_design", "runs": opts.runs, "seed": opts.seed,
+                      "delay_noise": opts.delay_noise, "experiments": opts.experiments, "designs": table}))
 
 
 if __name__ == "__main__":
