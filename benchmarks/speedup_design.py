@@ -54,7 +54,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "python"))
 from cozprof import estimator  # noqa: E402
-from test_statistics import design, realize  # noqa: E402
+from test_statistics import design, line_share, realize  # noqa: E402
 
 GAINS = (0.0, 2 / 3, 0.25, -0.5)
 
@@ -87,7 +87,7 @@ def cost(zero, lv):
 def with_delay_noise(d, gain, s, x, noise, rng):
     """x as the runtime would record it when the delay D it subtracts was counted
     with an error of variance noise * s * D (the visits keep the true x)."""
-    share = max(gain, 0.0) + d["share"] * (0.85 - max(gain, 0.0))  # as realize's
+    share = line_share(d, gain)
     delay = x * s * share / (1 - s * share)
     err = rng.standard_normal(len(x)) * np.sqrt(noise * s * delay)
     return np.maximum(x - err, 0.01 * (x + delay))

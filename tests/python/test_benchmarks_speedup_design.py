@@ -11,7 +11,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import speedup_design  # noqa: E402
-from test_statistics import design, realize  # noqa: E402
+from test_statistics import design, line_share, realize  # noqa: E402
 
 
 def test_the_delay_noise_has_the_variance_asked_for_and_spares_the_baselines():
@@ -19,7 +19,7 @@ def test_the_delay_noise_has_the_variance_asked_for_and_spares_the_baselines():
     d = design(rng, False, n=60)
     gain = 0.25
     s, x, c = realize(d, gain)
-    share = max(gain, 0.0) + d["share"] * (0.85 - max(gain, 0.0))
+    share = line_share(d, gain)
     delay = x * s * share / (1 - s * share)
     draws = np.array([speedup_design.with_delay_noise(d, gain, s, x, 0.01, np.random.default_rng(k))
                       for k in range(4000)])
@@ -35,9 +35,8 @@ def test_the_delay_noise_has_the_variance_asked_for_and_spares_the_baselines():
 
 
 def _run(*args):
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "speedup_design.py"), *args],
-                         capture_output=True, text=True, timeout=120)
-    return out
+    return subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "speedup_design.py"), *args],
+                          capture_output=True, text=True, timeout=120)
 
 
 def test_runtime_only_with_delay_noise_prints_one_design_and_says_so():

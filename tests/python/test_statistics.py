@@ -89,10 +89,15 @@ def design(rng, drift, zero_share=0.5, levels=LEVELS, n=None):
     return d
 
 
+def line_share(d, gain):
+    """The selected line's share of the run in design `d`: at least its true gain."""
+    return max(gain, 0.0) + d["share"] * (0.85 - max(gain, 0.0))
+
+
 def realize(d, gain, mirror=False):
     """(s, x, c) of one run of design `d` for a line of true gain `gain`."""
     n, s = d["n"], d["s"]
-    share = max(gain, 0.0) + d["share"] * (0.85 - max(gain, 0.0))
+    share = line_share(d, gain)
     u_noise = 1 - d["u_noise"] if mirror else d["u_noise"]
     u_count = 1 - d["u_count"] if mirror else d["u_count"]
     x, c = np.empty(n), np.empty(n)
