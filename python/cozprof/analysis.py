@@ -261,20 +261,40 @@ def phase_inputs(profile, index, key, exps):
     sampling periods; s counts its CPU samples plus its blocked samples of the
     categories each run could speed up (`blocked_scope`). s and T come from the
     runs where the unit was sampled or selected, so that merging profiles of
-    other programs does not dilute its share."""
+    other programs does not dilute its share.
+
+    Both densities are taken where the program ran as it does unprofiled: the
+    unit's 0% experiments (t_obs their wall time), and the plain intervals of
+    the runs (Run.plain: no experiment in them inserted a delay). Over
+    effective time, a unit's own speedups would raise its density while
+    measured, and every other unit's would raise it over the run less, so the
+    factor would fall below 1 on a program without phases. Profiles without
+    plain intervals or 0% experiments (upstream's formats, fixed speedups)
+    keep eq. 8 over effective time."""
     unit, name = key
     runs = {id(e.run): e.run for e in exps if e.run is not None}
-    s = T = 0
-    for r in profile.runs:
-        n = index.phase_samples(r, unit, name)
-        if n or id(r) in runs:
-            s += n
-            T += r.runtime_ns
+    involved = [r for r in profile.runs if id(r) in runs or index.phase_samples(r, unit, name)]
+    base = [e for e in exps if e.speedup == 0 and e.wall_ns and e.run is not None]
+    plain_runs = [r for r in involved if r.plain.ns > 0]
+    if base and plain_runs:
+        t_obs = sum(e.wall_ns for e in base)
+        s_obs = sum(_observed_samples(e) for e in base)
+        s = sum(index.plain_phase_samples(r, unit, name) for r in plain_runs)
+        T = sum(r.plain.ns for r in plain_runs)
+        if s_obs > 0:
+            return t_obs, s_obs, s, T
+    s = sum(index.phase_samples(r, unit, name) for r in involved)
+    T = sum(r.runtime_ns for r in involved)
     t_obs = sum(e.duration_ns for e in exps)
-    s_obs = sum(e.selected_samples + (e.selected_blocked_ns / units_mod.sample_period_ns(e.run)
-                                      if e.run is not None else 0.0)
-                for e in exps)
+    s_obs = sum(_observed_samples(e) for e in exps)
     return t_obs, s_obs, s, T
+
+
+def _observed_samples(e):
+    """The unit's samples in experiment e: its CPU samples, and its waits sped
+    up in it in sampling periods."""
+    return e.selected_samples + (e.selected_blocked_ns / units_mod.sample_period_ns(e.run)
+                                 if e.run is not None else 0.0)
 
 
 def _phase_factor(t_obs, s_obs, line_samples, runtime_ns):

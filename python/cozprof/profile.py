@@ -97,6 +97,26 @@ class Experiment:
                 f"duration_ns={self.duration_ns}, progress={self.progress!r})")
 
 
+class PlainCounts:
+    """A run's samples in its plain intervals (Run.plain), in the shape of the
+    run's own: `samples`, `unit_samples`, `blocked`, and their length `ns`."""
+
+    __slots__ = ("ns", "samples", "unit_samples", "blocked")
+
+    def __init__(self):
+        self.ns = 0
+        self.samples = {}
+        self.unit_samples = {}
+        self.blocked = {}
+
+    def add(self, counts, extra, blocked):
+        _add_counts(self.samples, counts)
+        for unit, c in extra:
+            _add_counts(self.unit_samples.setdefault(unit, {}), c)
+        for kind, c in blocked:
+            _add_counts(self.blocked.setdefault(kind, {}), c)
+
+
 class Location:
     """A code address of the conventional profile, with its source lines
     (innermost first: several when functions were inlined there)."""
@@ -161,6 +181,15 @@ class Run:
         self.warnings = []            # runtime warning records: (code, message)
         self.unit_samples = {}        # "function"/"callsite" -> {name: samples}
         self.blocked = {}             # wait kind -> {"path:line": blocked samples}
+        # The same counts over the run's plain intervals only, and their length:
+        # the spans between `runtime` records in which every experiment ran at
+        # 0%, where the program ran as it does unprofiled (the phase
+        # correction's footing: docs/analysis.md, section 3).
+        self.plain = PlainCounts()
+        self._pending = []            # samples records since the last runtime record
+        self._sped = False            # ... and whether a sped-up experiment ended among them
+        self._sped_before = False     # ... or in the interval before (its cool-off is in this one)
+        self._last_runtime = 0
         self.locations = {}           # id -> Location
         self.stacks = {}              # id -> Stack
         self.stack_counts = {}        # stack id -> [samples, time_ns]
@@ -751,10 +780,12 @@ class _Parser:
                 for line, n in counts.items():
                     samples[line] = samples.get(line, 0) + n
                 run.out_of_scope += oos
+                extra = [(unit[:-1], c) for unit, c in extra]
                 for unit, c in extra:
-                    _add_counts(run.unit_samples.setdefault(unit[:-1], {}), c)
+                    _add_counts(run.unit_samples.setdefault(unit, {}), c)
                 for kind, c in blocked or ():
                     _add_counts(run.blocked.setdefault(kind, {}), c)
+                run._pending.append((counts, extra, blocked or ()))
             else:
                 self._cumulative_samples(rec["location"], _int(rec["count"]))
         elif t == "runtime":
@@ -763,6 +794,15 @@ class _Parser:
             v = _int(v)
             if v > run.runtime_ns:
                 run.runtime_ns = v
+            if run.dialect == "json":
+                # The interval since the last runtime record ends: plain unless an
+                # experiment in it inserted delays (its runtime is wall time then).
+                if not run._sped and not run._sped_before and v > run._last_runtime:
+                    run.plain.ns += v - run._last_runtime
+                    for counts, extra, blocked in run._pending:
+                        run.plain.add(counts, extra, blocked)
+                run._last_runtime = max(v, run._last_runtime)
+                run._pending, run._sped, run._sped_before = [], False, run._sped
         elif t == "startup":
             if "version" in rec:
                 v = rec["version"]
@@ -858,6 +898,8 @@ class _Parser:
                        rec.get("wall_ns"), rec.get("delay_ns"), progress, self._current("json"),
                        unit, _int(rec.get("selected_blocked_ns", 0)), _int(rec.get("stalled_ns", 0)))
         e.run.experiments.append(e)
+        if e.speedup > 0:
+            e.run._sped = True
         self.last_experiment = None
         for kind in unknown or ():
             self._unknown("progress", kind)

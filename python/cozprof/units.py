@@ -150,6 +150,10 @@ class _RunIndex:
         return max(fns.items(), key=lambda kv: (kv[1], kv[0][0], kv[0][1] or ""))[0]
 
 
+def _blocked_total(per_kind, scope):
+    return sum(sum(c.values()) for k, c in per_kind.items() if k in scope)
+
+
 def _add(counter, key, n):
     counter[key] = counter.get(key, 0) + n
 
@@ -179,24 +183,26 @@ class UnitIndex:
             return run.samples.get(name, 0)
         return run.unit_samples.get(unit, {}).get(name, 0)
 
-    def blocked_samples(self, run, unit, name):
+    def blocked_samples(self, run, unit, name, per_kind=None):
         """{wait kind: blocked samples} of the unit in the run.
 
         line: the `blocked` counts of the line (the wait's call site);
         function: those of the lines that lie in the function;
         call site: blocked samples whose callchain has a frame in the line
-        (from the stacks; each sample once)."""
+        (from the stacks; each sample once). `per_kind`: the `blocked` counts
+        to read instead of the run's (lines and functions; its plain ones)."""
         out = {}
+        blocked = run.blocked if per_kind is None else per_kind
         if unit == LINE:
-            for kind, per_line in run.blocked.items():
+            for kind, per_line in blocked.items():
                 n = per_line.get(name, 0)
                 if n:
                     out[kind] = n
         elif unit == FUNCTION:
-            if not run.blocked:
+            if not blocked:
                 return out
             idx = self._run(run)
-            for kind, per_line in run.blocked.items():
+            for kind, per_line in blocked.items():
                 for line, n in per_line.items():
                     fn = idx.function_of(line)
                     if fn is not None and n and self.matches(name, fn):
@@ -213,6 +219,28 @@ class UnitIndex:
         scope = blocked_scope(run)
         blocked = self.blocked_samples(run, unit, name) if scope else {}
         return self.cpu_samples(run, unit, name) + sum(n for k, n in blocked.items() if k in scope)
+
+    def plain_phase_samples(self, run, unit, name):
+        """phase_samples over the run's plain intervals only (Run.plain). A call
+        site's blocked samples come from the stacks, which carry no time: the
+        plain intervals' share of the run's blocked samples in scope stands
+        for theirs."""
+        plain = run.plain
+        if unit == LINE:
+            n = plain.samples.get(name, 0)
+        else:
+            n = plain.unit_samples.get(unit, {}).get(name, 0)
+        scope = blocked_scope(run)
+        if not scope:
+            return n
+        if unit == CALLSITE:
+            whole = sum(c for k, c in self.blocked_samples(run, unit, name).items() if k in scope)
+            if whole:
+                share = _blocked_total(plain.blocked, scope) / max(_blocked_total(run.blocked, scope), 1)
+                n += whole * share
+            return n
+        blocked = self.blocked_samples(run, unit, name, plain.blocked)
+        return n + sum(c for k, c in blocked.items() if k in scope)
 
     def mix(self, unit, name):
         """(CPU samples, {wait kind: blocked samples}) of the unit over every run."""

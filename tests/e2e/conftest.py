@@ -32,6 +32,16 @@ PROGRAMS = os.path.join(os.path.dirname(__file__), "programs")
 INCLUDE = os.path.join(REPO, "include")
 
 
+def source_marker(program, text):
+    """'program.c:N', N the line of tests/e2e/programs/program.c that holds
+    the comment /* text */."""
+    with open(os.path.join(PROGRAMS, program + ".c")) as f:
+        for n, line in enumerate(f, 1):
+            if f"/* {text} */" in line:
+                return f"{program}.c:{n}"
+    raise AssertionError(f"no /* {text} */ in {program}.c")
+
+
 @pytest.fixture(scope="session")
 def libcoz():
     assert os.path.exists(LIBCOZ), f"{LIBCOZ} is missing: build the project first (scripts/bootstrap.sh build)"

@@ -502,3 +502,64 @@ def test_omitted_curves_name_their_unit():
     assert r["lines"] == [] and len(r["omitted"]) == 6
     assert {(o["unit"], o["line"]) for o in r["omitted"]} >= {("function", "work"),
                                                               ("callsite", "/src/u.c:20")}
+
+
+# -- eq. 8 on the footing of the plain intervals ------------------------------
+
+def _serial_profile(path, phase_a=None):
+    """The profile the runtime writes for one thread whose rounds of 3 ms run
+    line A for 2 ms and line B for 1 ms (1 ms sampling period), with 300 ms
+    experiments on A and B at the speedups below, each followed by its
+    samples and its `runtime` record (effective time: wall less the delay
+    the experiment inserted). `phase_a`: the experiments (by index) in which
+    A runs alone, 3 ms a round (A's phase); in the others B runs alone."""
+    recs = [{"type": "startup", "version": 1, "time_ns": 1, "pid": 7, "argv0": "/bin/s", "mode": "causal",
+             "sample_period_ns": 1000000, "experiment_length_ns": 300000000, "blocked_scope": "ils"}]
+    speedups = [0.0, 0.0, 0.5, 0.0, 0.0, 1.0, 0.0, 0.0, 0.25, 0.0, 0.0, 0.75]
+    runtime = 0
+    for i in range(24):
+        # each line gets every speedup of the list once, in its order
+        s = speedups[(i if phase_a is not None else i // 2) % len(speedups)]
+        if phase_a is None:
+            line, share = ("A", 2 / 3) if i % 2 == 0 else ("B", 1 / 3)
+            counts = {"/src/s.c:1": 200, "/src/s.c:2": 100}
+        else:
+            line, share = ("A", 1.0) if i in phase_a else ("B", 1.0)
+            counts = {"/src/s.c:1" if line == "A" else "/src/s.c:2": 300}
+        name = "/src/s.c:1" if line == "A" else "/src/s.c:2"
+        wall = 300000000
+        delay = int(s * share * wall)
+        recs.append({"type": "experiment", "selected": name, "speedup": s, "duration_ns": wall - delay,
+                     "wall_ns": wall, "delay_ns": delay, "selected_samples": counts[name], "partial": False,
+                     "progress": [{"name": "round", "kind": "throughput", "delta": 100}]})
+        recs.append({"type": "samples", "counts": counts, "out_of_scope": 0})
+        runtime += wall - delay
+        recs.append({"type": "runtime", "time_ns": runtime})
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return [str(path)]
+
+
+def test_phase_correction_leaves_a_program_without_phases_alone(tmp_path):
+    # Over effective time, A's own speedups raise its density while measured
+    # (200 samples in 300 - 200 s ms of an experiment at s) more than all the
+    # experiments raise it over the run: eq. 8 over effective time read 0.961
+    # for A here, and its slope 0.641 for 2/3 (the runtime's profiles of
+    # benchmarks/ read 0.91 to 0.99 on their top lines: docs/analysis.md,
+    # section 3). On the plain intervals' footing it is 1.
+    r = run(_serial_profile(tmp_path / "s.coz"))
+    a, b = only(r, "/src/s.c:1"), only(r, "/src/s.c:2")
+    assert a["phase_factor"] == approx(1.0) and b["phase_factor"] == approx(1.0)
+    assert a["slope"] == approx(2 / 3) and b["slope"] == approx(1 / 3)
+
+
+def test_phase_correction_scales_a_line_by_its_phase(tmp_path):
+    # A runs alone in the first 12 of 24 experiments, B alone in the rest:
+    # where measured, A's curve is x. Plain intervals: those of 0%
+    # experiments after a 0% one (the first, and none after a sped-up one,
+    # whose cool-off pauses fall in the next interval): experiments 0, 1, 4,
+    # 7 and 10 in A's phase, 13, 16, 19 and 22 in B's. So A holds 5 of 9
+    # plain intervals, and its curve over the run is 5/9 x.
+    r = run(_serial_profile(tmp_path / "p.coz", phase_a=range(12)))
+    a = only(r, "/src/s.c:1")
+    assert a["phase_factor"] == approx(5 / 9)
+    assert a["slope"] == approx(5 / 9)
