@@ -389,14 +389,14 @@ def fixed_options(case):
     return [flag, name]
 
 
-def predictions(case, runner, amounts, workdir, tag):
+def predictions(case, runner, amounts, workdir, tag, natural=False):
     """({x: predicted speedup or None}, notes, experiments) from ONE profiled run
     fixing the case's unit (`--fixed-line`, `--fixed-function` or
-    `--fixed-callsite`), judged by benchlib.predict."""
+    `--fixed-callsite`), or, `natural`, fixing none, judged by benchlib.predict."""
     out = os.path.join(workdir, f"{case.name}.{tag}.coz")
     runner(out, case)
     unit, name = target(case)
-    return benchlib.predict(out, unit, name, case.point, amounts)
+    return benchlib.predict(out, unit, name, case.point, amounts, natural=natural)
 
 
 def median_predictions(preds, amounts):
@@ -448,13 +448,17 @@ def main(argv=None):
     ap.add_argument("--keep-profiles", metavar="DIR",
                     help="write the profiles to DIR and keep them (default: a temporary "
                          "directory, removed at the end)")
+    ap.add_argument("--natural", action="store_true",
+                    help="profile as a user does: no --fixed-line, every line the profiler "
+                         "chooses, each case's curve read with the phase correction (work "
+                         "x6 for ours, x8 for upstream, unless set)")
     ap.add_argument("--also", action="append", default=[], metavar="NAME=LIBCOZ",
                     help="also run our coz run with this libcoz.so (an earlier build), "
                          "named NAME in the table (repeatable)")
     args = ap.parse_args(argv)
     others = benchlib.parse_also(ap, args.also)
     exp_len = args.experiment_length or ("20ms" if args.short else "100ms")
-    work_ours = args.work_ours or (SHORT_WORK_OURS if args.short else 2)
+    work_ours = args.work_ours or (SHORT_WORK_OURS if args.short else 6 if args.natural else 2)
     work_up = args.work_upstream or (1 if args.short else 8)
 
     build_dirs = args.build or benchlib.default_build_dirs()
@@ -488,10 +492,12 @@ def main(argv=None):
     runs_said = "one profiled run" if args.profile_reps == 1 else \
         f"median of {args.profile_reps} profiled runs, in rounds of one of each,"
     print(f"# real: median of {reps} plain run(s); predicted: {runs_said} per profiler, "
-          f"--fixed-line, speedups chosen per experiment (half 0%); ours "
-          f"--experiment-length {exp_len}, work x{work_ours:g}; upstream work x{work_up:g};")
+          f"{'natural (no unit fixed)' if args.natural else '--fixed-line'}, speedups chosen "
+          f"per experiment; ours --experiment-length {exp_len}, work x{work_ours:g}; upstream "
+          f"work x{work_up:g};")
     print("# predicted at x: experiment-weighted mean of the analysis' points within 5 "
-          "points of x (cozprof.analysis, no phase correction; 'fit' = the fit's value)")
+          f"points of x (cozprof.analysis, {'with' if args.natural else 'no'} phase correction; "
+          "'fit' = the fit's value)")
     print("# known: the header comment's answer; real: measured; noise: spread of the")
     print("# baseline runs; errors in percentage points against real (and against known)")
     print(f"{'case':<24} {'line':>4} {'x%':>3} {'known%':>6} {'real%':>6} {'noise%':>6} "
@@ -512,8 +518,9 @@ def main(argv=None):
 
                 def ours_runner(lib):
                     def run_o(out, c):
+                        fixed = [] if args.natural else fixed_options(c)
                         benchlib.run_ours([binary, *ours_args], lib, out,
-                                          extra=[*fixed_options(c), "--experiment-length", exp_len])
+                                          extra=[*fixed, "--experiment-length", exp_len])
                     return run_o
                 if use_ours:
                     runners.append(("ours", ours_runner(libcoz)))
@@ -522,7 +529,8 @@ def main(argv=None):
                     up_bin = benchlib.find_program(build_dirs, case.program + "_upstream")
 
                     def run_u(out, c):
-                        benchlib.run_upstream([up_bin, *up_args], out, target(c)[1])
+                        benchlib.run_upstream([up_bin, *up_args], out,
+                                              None if args.natural else target(c)[1])
                     runners.append(("upstream", run_u))
                 elif use_upstream:
                     notes.append(f"upstream: {case.upstream}")
@@ -531,7 +539,8 @@ def main(argv=None):
                     for who, runner in runners:
                         tag = who if args.profile_reps == 1 else f"{who}.{k + 1}"
                         try:
-                            pred, found, n = predictions(case, runner, amounts, workdir, tag)
+                            pred, found, n = predictions(case, runner, amounts, workdir, tag,
+                                                         natural=args.natural)
                             got[who].append(pred)
                             exps[who] = exps.get(who, 0) + n
                             if k == 0:
@@ -635,7 +644,7 @@ def main(argv=None):
         return {"points": len(vals), "negative": sum(1 for v in vals if v < 0)}
 
     summary = {
-        "summary": "accuracy", "short": args.short, "amounts": amounts, "reps": reps,
+        "summary": "accuracy", "short": args.short, "natural": args.natural, "amounts": amounts, "reps": reps,
         "experiment_length_ours": exp_len, "work_ours": work_ours, "work_upstream": work_up,
         "machine": benchlib.machine_description(), "load_average_end": benchlib.load_average(),
         "ours": overall("ours") if use_ours else None,

@@ -249,10 +249,12 @@ def parse_also(ap, specs):
     return others
 
 
-def predict(out, unit, name, point, amounts):
+def predict(out, unit, name, point, amounts, natural=False):
     """({x: predicted speedup or None}, notes, experiments of the curve) from the
     profile `out` of ONE run that fixed the unit (`unit`: "line", "callsite" or
-    "function"; `name`: 'FILE:LINE' or the function's name).
+    "function"; `name`: 'FILE:LINE' or the function's name). `natural`: the
+    run fixed nothing (every unit the profiler chose), and the unit's curve
+    is read as `coz report` shows it, with the phase correction.
 
     The run had no `--fixed-speedup`: the profiler picked a speedup per
     experiment, half of them 0%, interleaved, so baselines and sped-up
@@ -264,7 +266,7 @@ def predict(out, unit, name, point, amounts):
     from cozprof import analysis, profile
 
     prof = profile.load([out])
-    res = analysis.analyze(prof, phase_correction=False)
+    res = analysis.analyze(prof, phase_correction=natural)
 
     def same(entry):
         if entry.get("unit", "line") != unit:

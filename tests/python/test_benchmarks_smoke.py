@@ -162,6 +162,22 @@ def test_accuracy_also_runs_another_build_beside_ours(accuracy_run):
     assert s["also"]["again"]["overall"]["vs_real"]["points"] == s["ours"]["vs_real"]["points"], shown
 
 
+def test_accuracy_natural_profiles_every_line_and_reads_the_case(build_dir, libcoz, tmp_path):
+    # --natural: no --fixed-line, so the one profile holds experiments on both
+    # of serial_chain's lines, and the case's curve is read from it.
+    keep = tmp_path / "profiles"
+    cmd = [sys.executable, os.path.join(BENCH, "accuracy.py"), "--short", "--natural", "--ours-only",
+           "--build", build_dir, "--only", "serial_chain.A", "--keep-profiles", str(keep)]
+    status, s, shown = _run_script(cmd, "accuracy", libcoz)
+    assert status == 0 and s["natural"] is True and s["failures"] == [], shown
+    [row] = s["rows"]
+    assert row["ours"] is not None and row["experiments"]["ours"] > 0, row
+    from cozprof import profile
+    [path] = list(keep.glob("serial_chain.A.ours.coz"))
+    selected = {e.selected.rsplit(":", 1)[1] for e in profile.load([str(path)]).experiments}
+    assert len(selected) >= 2, selected
+
+
 def test_accuracy_short_upstream(accuracy_run):
     if not UPSTREAM:
         pytest.skip(NO_UPSTREAM)
