@@ -122,6 +122,11 @@ def _pct(v, signed=True):
     return f"{v * 100:+.1f}%" if signed else f"{v * 100:.1f}%"
 
 
+# The `phase` column appears when some curve was scaled by less than this
+# (eq. 8: the line ran in only part of the run, docs/analysis.md section 3).
+PHASE_SHOWN = 0.95
+
+
 def format_report(result, limit=None, already_printed=()):
     """The table `coz report` prints, as one string (without the warnings in
     `already_printed`, which went to standard error).
@@ -130,7 +135,8 @@ def format_report(result, limit=None, already_printed=()):
     function or a call site (a function's row is then followed by its lines
     and the call sites that call it, indented), `progress point` when several
     points have curves, `time` (the unit's samples on and off the CPU) when
-    any curve has off-CPU samples. `-n` limits the top-level rows."""
+    any curve has off-CPU samples, `phase` (the phase correction's factor)
+    when any curve's is under PHASE_SHOWN. `-n` limits the top-level rows."""
     out = []
     s = result["summary"]
     out.append(f"{s['runs']} run{'s' if s['runs'] != 1 else ''}, {s['experiments']} experiments "
@@ -153,8 +159,11 @@ def format_report(result, limit=None, already_printed=()):
     several_points = len({ln["progress_point"] for ln in lines}) > 1
     with_units = any(ln.get("unit", "line") != "line" for ln in lines)
     with_time = any(ln.get("off_cpu") for ln in lines)
+    with_phase = result["phase_correction"] and any(ln.get("phase_factor", 1.0) < PHASE_SHOWN for ln in lines)
     if shown:
         header = ["#", "line", "impact", "slope [95% CI]", "@25%", "@50%", "@100%", "exps"]
+        if with_phase:
+            header.insert(len(header) - 1, "phase")
         if with_units:
             header[1:2] = ["unit", "name"]
         at = header.index("impact")
@@ -177,11 +186,13 @@ def format_report(result, limit=None, already_printed=()):
                 row.append(ln["progress_point"])
             if with_time:
                 row.append(time_mix(ln))
-            row += [_pct(ln["impact"]), slope, _pct(p["0.25"]), _pct(p["0.5"]), _pct(p["1.0"]),
-                    str(ln["experiments"])]
+            row += [_pct(ln["impact"]), slope, _pct(p["0.25"]), _pct(p["0.5"]), _pct(p["1.0"])]
+            if with_phase:
+                row.append(f"x{ln.get('phase_factor', 1.0):.2f}")
+            row.append(str(ln["experiments"]))
             rows.append(row)
         widths = [max(len(r[c]) for r in rows + [header]) for c in range(len(header))]
-        right = {0, len(header) - 1} | {c for c, h in enumerate(header) if h.startswith(("impact", "@"))}
+        right = {0, len(header) - 1} | {c for c, h in enumerate(header) if h.startswith(("impact", "@", "phase"))}
 
         def fmt(r):
             return "  ".join(r[c].rjust(widths[c]) if c in right else r[c].ljust(widths[c])

@@ -33,6 +33,24 @@ def test_report_table(capsys):
     assert "1 line/progress-point pairs left out: 1 too-few-speedups" in out
 
 
+def test_report_shows_the_phase_factor_where_it_scaled_a_curve(capsys, tmp_path):
+    # The hand-made phased profile of test_analysis (A alone in its phase,
+    # 5 of 9 plain intervals): A's row says x0.56; the column is absent when
+    # every factor is about 1 (the phase-free profile) or the correction is off.
+    from test_analysis import _serial_profile
+    phased = _serial_profile(tmp_path / "p.coz", phase_a=range(12))
+    assert cli.main(["report", *phased]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(ln for ln in lines if ln.startswith("#"))
+    assert header.split()[-2:] == ["phase", "exps"]
+    row_a = next(ln for ln in lines if "/src/s.c:1" in ln)
+    assert row_a.split()[-2] == "x0.56"
+    for args in (_serial_profile(tmp_path / "s.coz"), ["--no-phase-correction", *phased]):
+        assert cli.main(["report", *args]) == 0
+        header = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("#"))
+        assert "phase" not in header.split()
+
+
 def test_report_json_stdout_and_file(capsys, tmp_path):
     assert cli.main(["report", "--json", "-", fx("throughput.coz")]) == 0
     data = json.loads(capsys.readouterr().out)
