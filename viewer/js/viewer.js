@@ -26,6 +26,7 @@
   var SNIPPET_CONTEXT = 2;          // lines shown above and below the profiled line
   var X_PAD = 3;                    // percent of line speedup added either side of 0..100
   var TABS = ['plots', 'units', 'threads', 'locks', 'flame'];
+  var PHASE_SHOWN = 0.95;           // a card shows its phase factor under this (coz report's phase column)
 
   var COLORS = {
     fit: '#1f5fa8',
@@ -513,6 +514,11 @@
       ' [' + num(l.slope_ci[0]) + ', ' + num(l.slope_ci[1]) + ']' : '';
     stat(stats, 'slope', num(l.slope) + ci, 'program speedup per unit of ' + Coz.UNIT_LABEL[l.unit] + ' speedup, with its 95% interval');
     stat(stats, 'max', pct(l.max_speedup), 'highest measured program speedup');
+    // As `coz report`'s phase column: shown where eq. 8 scaled the curve.
+    if (isNum(l.phase_factor) && l.phase_factor < PHASE_SHOWN) {
+      stat(stats, 'phase', 'x' + l.phase_factor.toFixed(2), 'phase correction: every figure of this curve was ' +
+        'multiplied by this factor (the ' + Coz.UNIT_LABEL[l.unit] + ' ran in only part of the run; eq. 8 of the COZ paper)');
+    }
     stat(stats, 'exps', isNum(l.experiments) ? String(l.experiments) : 'n/a', 'experiments on this ' + Coz.UNIT_LABEL[l.unit]);
     c.appendChild(stats);
 

@@ -181,3 +181,14 @@ test('Ctrl-C stops coz view cleanly', async () => {
   assert.doesNotMatch(other.output().stderr, /Traceback/);
   assert.match(other.output().stdout, /stopped/);
 });
+
+test('a card shows the phase factor that scaled its curve, as coz report does', async () => {
+  // Every line of the fixture was scaled by 0.93 (its phase_factor).
+  const page = await open();
+  const card = page.locator('#plots .card').first();
+  const phase = card.locator('.stats .stat', { hasText: 'phase' });
+  assert.equal((await phase.textContent()).trim(), 'phase x0.93');
+  assert.match(await phase.getAttribute('title'), /multiplied by this factor/);
+  assert.deepEqual(page.errors, []);
+  await page.close();
+});
