@@ -273,18 +273,19 @@ def phase_inputs(profile, index, key, exps):
     keep eq. 8 over effective time."""
     unit, name = key
     runs = {id(e.run): e.run for e in exps if e.run is not None}
-    involved = [r for r in profile.runs if id(r) in runs or index.phase_samples(r, unit, name)]
+    samples = [(r, index.phase_samples(r, unit, name)) for r in profile.runs]
+    involved = [(r, n) for r, n in samples if n or id(r) in runs]
     base = [e for e in exps if e.speedup == 0 and e.wall_ns and e.run is not None]
-    plain_runs = [r for r in involved if r.plain.ns > 0]
+    plain_runs = [r for r, _ in involved if r.plain.ns > 0]
     if base and plain_runs:
         t_obs = sum(e.wall_ns for e in base)
         s_obs = sum(_observed_samples(e) for e in base)
-        s = sum(index.plain_phase_samples(r, unit, name) for r in plain_runs)
+        s = sum(index.phase_samples(r, unit, name, plain=True) for r in plain_runs)
         T = sum(r.plain.ns for r in plain_runs)
         if s_obs > 0:
             return t_obs, s_obs, s, T
-    s = sum(index.phase_samples(r, unit, name) for r in involved)
-    T = sum(r.runtime_ns for r in involved)
+    s = sum(n for _, n in involved)
+    T = sum(r.runtime_ns for r, _ in involved)
     t_obs = sum(e.duration_ns for e in exps)
     s_obs = sum(_observed_samples(e) for e in exps)
     return t_obs, s_obs, s, T

@@ -189,7 +189,6 @@ class Run:
         self._pending = []            # samples records since the last runtime record
         self._sped = False            # ... and whether a sped-up experiment ended among them
         self._sped_before = False     # ... or in the interval before (its cool-off is in this one)
-        self._last_runtime = 0
         self.locations = {}           # id -> Location
         self.stacks = {}              # id -> Stack
         self.stack_counts = {}        # stack id -> [samples, time_ns]
@@ -792,17 +791,16 @@ class _Parser:
             run = self._current("json")
             v = rec["time_ns"] if "time_ns" in rec else rec["time"]
             v = _int(v)
-            if v > run.runtime_ns:
-                run.runtime_ns = v
             if run.dialect == "json":
                 # The interval since the last runtime record ends: plain unless an
                 # experiment in it inserted delays (its runtime is wall time then).
-                if not run._sped and not run._sped_before and v > run._last_runtime:
-                    run.plain.ns += v - run._last_runtime
+                if not run._sped and not run._sped_before and v > run.runtime_ns:
+                    run.plain.ns += v - run.runtime_ns
                     for counts, extra, blocked in run._pending:
                         run.plain.add(counts, extra, blocked)
-                run._last_runtime = max(v, run._last_runtime)
                 run._pending, run._sped, run._sped_before = [], False, run._sped
+            if v > run.runtime_ns:
+                run.runtime_ns = v
         elif t == "startup":
             if "version" in rec:
                 v = rec["version"]

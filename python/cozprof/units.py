@@ -178,7 +178,8 @@ class UnitIndex:
     # -- samples of a unit ---------------------------------------------------
 
     def cpu_samples(self, run, unit, name):
-        """CPU samples of the unit in the run (its `samples` records)."""
+        """CPU samples of the unit in the run (its `samples` records); `run` may
+        also be a run's `plain` counts, which have the same shape."""
         if unit == LINE:
             return run.samples.get(name, 0)
         return run.unit_samples.get(unit, {}).get(name, 0)
@@ -213,33 +214,24 @@ class UnitIndex:
                     out[kind] = out.get(kind, 0) + n
         return out
 
-    def phase_samples(self, run, unit, name):
+    def phase_samples(self, run, unit, name, plain=False):
         """s of the phase correction: CPU samples plus the blocked samples of the
-        categories the run's experiments speed up (`blocked_scope`)."""
-        scope = blocked_scope(run)
-        blocked = self.blocked_samples(run, unit, name) if scope else {}
-        return self.cpu_samples(run, unit, name) + sum(n for k, n in blocked.items() if k in scope)
-
-    def plain_phase_samples(self, run, unit, name):
-        """phase_samples over the run's plain intervals only (Run.plain). A call
-        site's blocked samples come from the stacks, which carry no time: the
-        plain intervals' share of the run's blocked samples in scope stands
-        for theirs."""
-        plain = run.plain
-        if unit == LINE:
-            n = plain.samples.get(name, 0)
-        else:
-            n = plain.unit_samples.get(unit, {}).get(name, 0)
+        categories the run's experiments speed up (`blocked_scope`). `plain`:
+        over the run's plain intervals only (Run.plain). A call site's blocked
+        samples come from the stacks, which carry no time: there the plain
+        intervals' share of the run's blocked samples in scope stands for
+        theirs."""
+        counts = run.plain if plain else run
+        n = self.cpu_samples(counts, unit, name)
         scope = blocked_scope(run)
         if not scope:
             return n
-        if unit == CALLSITE:
+        if plain and unit == CALLSITE:
             whole = sum(c for k, c in self.blocked_samples(run, unit, name).items() if k in scope)
             if whole:
-                share = _blocked_total(plain.blocked, scope) / max(_blocked_total(run.blocked, scope), 1)
-                n += whole * share
+                n += whole * _blocked_total(run.plain.blocked, scope) / max(_blocked_total(run.blocked, scope), 1)
             return n
-        blocked = self.blocked_samples(run, unit, name, plain.blocked)
+        blocked = self.blocked_samples(run, unit, name, counts.blocked)
         return n + sum(c for k, c in blocked.items() if k in scope)
 
     def mix(self, unit, name):
