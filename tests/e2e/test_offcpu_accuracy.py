@@ -10,16 +10,10 @@ import subprocess
 import pytest
 
 from conftest import PROGRAMS, build_program, coz_run, judged_if_precise
+from conftest import source_marker as marker
 
 from cozprof import analysis, profile, units
 
-
-def marker(name, text):
-    with open(os.path.join(PROGRAMS, name + ".c")) as f:
-        for n, line in enumerate(f, 1):
-            if f"/* {text} */" in line:
-                return f"{name}.c:{n}"
-    raise AssertionError(text)
 
 
 def test_phase_inputs_of_a_wait_agree_with_its_blocked_samples(tmp_path):

@@ -9,18 +9,12 @@ import sys
 
 from conftest import (PROGRAMS, build_program, chain_times, coz_env, coz_run, line_result, measured_experiments,
                       precise_slope, records, share_bound)
+from conftest import source_marker as marker
 
 from cozprof.profile import load
 
 CHAIN_SOURCES = [os.path.join(PROGRAMS, "chain.c"), os.path.join(PROGRAMS, "chain_work.c")]
 
-
-def marker(program, text):
-    with open(os.path.join(PROGRAMS, program + ".c")) as f:
-        for n, line in enumerate(f, 1):
-            if f"/* {text} */" in line:
-                return f"{program}.c:{n}"
-    raise AssertionError(text)
 
 
 def chain(tmp_path, flags=("-g", "-O1")):

@@ -2,14 +2,14 @@
 build it profiles, and the resources it takes from the program."""
 
 import json
-import os
 import shlex
 import subprocess
 import sys
 
 import pytest
 
-from conftest import PROGRAMS, coz_env, coz_run, measured_experiments, records
+from conftest import coz_env, coz_run, measured_experiments, records
+from conftest import source_marker as marker
 from hostile_common import preloaded_env
 
 
@@ -45,13 +45,6 @@ def test_warnings_go_to_the_profile_and_to_stderr_unless_the_launcher_collects_t
         warnings = [x for x in records(out) if x["type"] == "warning" and x["code"] == "no-debug-info"]
         assert len(warnings) == 1 and exe in warnings[0]["message"]
 
-
-def marker(program, text):
-    with open(os.path.join(PROGRAMS, program + ".c")) as f:
-        for n, line in enumerate(f, 1):
-            if f"/* {text} */" in line:
-                return f"{program}.c:{n}"
-    raise AssertionError(text)
 
 
 def test_a_point_not_reached_does_not_lengthen_experiments(build, tmp_path):
